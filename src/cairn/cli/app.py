@@ -1,0 +1,457 @@
+"""The command tree. Each command parses its input, calls one service method, formats the result.
+
+No rule lives here: validation, permissions, tombstones and trust are all in ``cairn.service``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from cairn.cli import render
+from cairn.errors import CairnError
+
+if TYPE_CHECKING:
+    from cairn.cli.main import Globals
+    from cairn.cli.output import Output
+    from cairn.core.principal import Principal
+    from cairn.service.api import Cairn
+
+app = typer.Typer(
+    name="cairn",
+    help="Cairn: a versioned, audited memory store for coding agents. "
+    "Global flags anywhere: --json, --home DIR, --session ID, --by-human.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+review_app = typer.Typer(help="The review queue: verify or reject candidate lessons.", invoke_without_command=True)
+audit_app = typer.Typer(help="The audit ledger: every mutation, hash-chained.", invoke_without_command=True)
+app.add_typer(review_app, name="review")
+app.add_typer(audit_app, name="audit")
+
+
+class _State:
+    g: Globals
+    out: Output
+    svc: Cairn | None = None
+    principal: Principal | None = None
+
+
+S = _State()
+
+
+def run(argv: list[str], g: Globals, out: Output) -> int:
+    # typer 0.29 vendors click; its exceptions live here, not in the click package.
+    from typer._click import exceptions as click
+
+    S.g, S.out = g, out
+    try:
+        result = app(argv, standalone_mode=False, prog_name="cairn")
+    except click.NoArgsIsHelpError as exc:
+        if exc.ctx is not None:
+            sys.stdout.write(exc.ctx.get_help() + "\n")
+        return 0
+    except click.UsageError as exc:
+        path = exc.ctx.command_path if exc.ctx else "cairn"
+        hint = f" (see: {path} --help)"
+        raise CairnError("INVALID_INPUT", exc.format_message() + hint) from None
+    except click.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        raise CairnError("INTERNAL", "aborted") from None
+    return result if isinstance(result, int) else 0
+
+
+def svc() -> tuple[Cairn, Principal]:
+    """Open the local store and the local principal, once per invocation."""
+    if S.svc is None:
+        from cairn import settings
+        from cairn.core.principal import local_principal
+        from cairn.service.api import Cairn
+        from cairn.store.engine import Store, sqlite_url
+
+        home = Path(S.g.home).expanduser() if S.g.home else settings.default_home()
+        try:
+            home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise CairnError("SETUP", f"cannot create the Cairn home {home}: {exc.strerror}") from None
+        S.svc = Cairn(Store(sqlite_url(home)), settings.load(home))
+        S.principal = local_principal(session=S.g.session, human=S.g.human)
+        S.svc.ensure_tenant(S.principal)
+    assert S.principal is not None
+    return S.svc, S.principal
+
+
+def _value(value: str | None) -> str:
+    if value is not None and value != "-":
+        return value
+    if sys.stdin is None or sys.stdin.isatty():
+        raise CairnError("INVALID_INPUT", "no value given: pass VALUE as an argument or pipe it on stdin")
+    return sys.stdin.read()
+
+
+def _time(raw: str | None):  # type: ignore[no-untyped-def]
+    if raw is None:
+        return None
+    from cairn.core.timeparse import parse_time
+
+    return parse_time(raw)
+
+
+def _ttl(raw: str | None):  # type: ignore[no-untyped-def]
+    if raw is None:
+        return None
+    from cairn.core.timeparse import parse_ttl
+
+    return parse_ttl(raw)
+
+
+def _write_options(
+    tag: list[str] | None,
+    kind: str,
+    source_agent: str | None,
+    trigger: str | None,
+    ttl: str | None,
+    valid_from: str | None,
+    valid_to: str | None,
+) -> dict[str, Any]:
+    return {
+        "tags": tag or [],
+        "kind": kind,
+        "source_agent": source_agent,
+        "trigger": trigger,
+        "ttl": _ttl(ttl),
+        "valid_from": _time(valid_from),
+        "valid_to": _time(valid_to),
+    }
+
+
+Scope = Annotated[
+    str, typer.Argument(help="Scope: global, project::NAME, repo::OWNER/NAME or branch::OWNER/NAME::BRANCH")
+]
+Key = Annotated[str, typer.Argument(help="Key (normalized: case and punctuation runs fold, so 'My Key' = 'my-key')")]
+Value = Annotated[str | None, typer.Argument(help="The lesson text; omit or '-' to read stdin")]
+TagOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Tag (repeatable)")]
+KindOpt = Annotated[str, typer.Option(help="lesson | fact | preference | reference")]
+AgentOpt = Annotated[str | None, typer.Option("--source-agent", help="Which agent wrote it")]
+TriggerOpt = Annotated[str | None, typer.Option(help="What prompted it (the failure, the review comment)")]
+TtlOpt = Annotated[str | None, typer.Option(help="Expire after 90s, 30m, 12h, 7d (1s to 365d)")]
+FromOpt = Annotated[str | None, typer.Option("--valid-from", help="ISO 8601: when it became true")]
+ToOpt = Annotated[str | None, typer.Option("--valid-to", help="ISO 8601: when it stopped being true")]
+
+
+@app.command()
+def write(
+    scope: Scope,
+    key: Key,
+    value: Value = None,
+    tag: TagOpt = None,
+    kind: KindOpt = "lesson",
+    source_agent: AgentOpt = None,
+    trigger: TriggerOpt = None,
+    ttl: TtlOpt = None,
+    valid_from: FromOpt = None,
+    valid_to: ToOpt = None,
+) -> None:
+    """Write a lesson: a new address creates, new content makes a version, the same content recurs."""
+    service, p = svc()
+    opts = _write_options(tag, kind, source_agent, trigger, ttl, valid_from, valid_to)
+    result = service.write(p, scope, key, _value(value), **opts)
+    S.out.ok(result, render.write_result(result))
+
+
+@app.command()
+def read(
+    scope: Scope,
+    key: Key,
+    as_of: Annotated[str | None, typer.Option("--as-of", help="What Cairn held at this record time")] = None,
+    valid_at: Annotated[str | None, typer.Option("--valid-at", help="What was true in the world then")] = None,
+) -> None:
+    """Read one active lesson (or a past state with --as-of / --valid-at)."""
+    service, p = svc()
+    result = service.read(p, scope, key, as_of=_time(as_of), valid_at=_time(valid_at))
+    S.out.ok(result, render.lesson(result["lesson"]))
+
+
+@app.command("list")
+def list_(
+    scope: Annotated[str | None, typer.Argument(help="Scope to list; omit for every scope")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only lessons with this tag")] = None,
+    trust: Annotated[str | None, typer.Option(help="candidate | verified")] = None,
+    archived: Annotated[bool, typer.Option("--archived", help="List archived lessons instead")] = False,
+    limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 100,
+) -> None:
+    """List active lessons, newest first."""
+    service, p = svc()
+    result = service.list(p, scope, tag=tag, trust=trust, archived=archived, limit=limit)
+    S.out.ok(result, render.lesson_list(result))
+
+
+@app.command()
+def history(scope: Scope, key: Key) -> None:
+    """Every version of a lesson with actor, record time and valid time."""
+    service, p = svc()
+    result = service.history(p, scope, key)
+    S.out.ok(result, render.history(result))
+
+
+@app.command()
+def diff(scope: Scope, key: Key, v1: int, v2: int) -> None:
+    """Compare two versions of a lesson."""
+    service, p = svc()
+    result = service.diff(p, scope, key, v1, v2)
+    S.out.ok(result, render.diff(result))
+
+
+@app.command()
+def supersede(
+    scope: Scope,
+    key: Key,
+    value: Value = None,
+    supersedes: Annotated[
+        tuple[str, str] | None, typer.Option("--supersedes", help="SCOPE KEY of the lesson this replaces")
+    ] = None,
+    tag: TagOpt = None,
+    kind: KindOpt = "lesson",
+    source_agent: AgentOpt = None,
+    trigger: TriggerOpt = None,
+    ttl: TtlOpt = None,
+    valid_from: FromOpt = None,
+    valid_to: ToOpt = None,
+) -> None:
+    """Replace a lesson: write the new one and retire the old one, linked, in one transaction."""
+    service, p = svc()
+    opts = _write_options(tag, kind, source_agent, trigger, ttl, valid_from, valid_to)
+    target = tuple(supersedes) if supersedes and supersedes[0] else None
+    result = service.supersede(p, scope, key, _value(value), supersedes=target, **opts)
+    S.out.ok(result, render.supersede_result(result))
+
+
+@app.command()
+def archive(scope: Scope, key: Key) -> None:
+    """Hide a lesson from reads, reversibly (restore brings it back)."""
+    service, p = svc()
+    result = service.archive(p, scope, key)
+    S.out.ok(result, render.changed("archived", result))
+
+
+@app.command()
+def restore(scope: Scope, key: Key) -> None:
+    """Bring an archived lesson back."""
+    service, p = svc()
+    result = service.restore(p, scope, key)
+    S.out.ok(result, render.changed("restored", result))
+
+
+@app.command()
+def forget(
+    scope: Scope, key: Key, reason: Annotated[str, typer.Option(help="Why this lesson is wrong (required)")] = ""
+) -> None:
+    """Reject a lesson and tombstone its content: it can never be written back, under any key."""
+    service, p = svc()
+    result = service.forget(p, scope, key, reason)
+    S.out.ok(result, render.forgot(result))
+
+
+@app.command()
+def unforget(
+    tombstone_id: Annotated[int, typer.Argument(help="The tombstone id (from forget, or a TOMBSTONED refusal)")],
+    reason: Annotated[str, typer.Option(help="Why the tombstone is lifted (required)")] = "",
+) -> None:
+    """Lift a tombstone (audited). The rejected lesson stays rejected; its content may be written again."""
+    service, p = svc()
+    result = service.unforget(p, tombstone_id, reason)
+    S.out.ok(result, f"lifted tombstone {tombstone_id}")
+
+
+@app.command()
+def tombstones(
+    all_: Annotated[bool, typer.Option("--all", help="Include lifted tombstones")] = False,
+) -> None:
+    """List tombstones."""
+    service, p = svc()
+    result = service.tombstones(p, include_lifted=all_)
+    S.out.ok(result, render.tombstones(result))
+
+
+@app.command()
+def feedback(
+    scope: Scope,
+    key: Key,
+    outcome: Annotated[str, typer.Argument(help="helped | not-helped")],
+) -> None:
+    """Record whether applying a lesson helped."""
+    service, p = svc()
+    result = service.feedback(p, scope, key, outcome)
+    lesson = result["lesson"]
+    S.out.ok(
+        result,
+        f"recorded {outcome} for {lesson['scope']} {lesson['key']} "
+        f"(helped {lesson['helped_count']}, not helped {lesson['not_helped_count']})",
+    )
+
+
+@app.command()
+def link(
+    scope: Scope,
+    key: Key,
+    scope2: Annotated[str, typer.Argument(help="Scope of the other lesson")],
+    key2: Annotated[str, typer.Argument(help="Key of the other lesson")],
+    rel: Annotated[str, typer.Option(help="related | contradicts | derived_from")] = "related",
+) -> None:
+    """Link two lessons."""
+    service, p = svc()
+    result = service.link(p, scope, key, scope2, key2, rel)
+    S.out.ok(result, f"{'linked' if result['changed'] else 'already linked'}: {scope} {key} -{rel}-> {scope2} {key2}")
+
+
+@app.command()
+def neighborhood(
+    scope: Scope,
+    key: Key,
+    depth: Annotated[int, typer.Option(help="1 to 3 hops")] = 1,
+    budget: Annotated[int, typer.Option(help="Character budget (100-20000)")] = 2000,
+) -> None:
+    """Walk the links around a lesson, nearest first, within a character budget."""
+    service, p = svc()
+    result = service.neighborhood(p, scope, key, depth=depth, budget=budget)
+    S.out.ok(result, render.neighborhood(result))
+
+
+@app.command()
+def purge(
+    expired: Annotated[bool, typer.Option("--expired", help="Erase lessons whose TTL has passed")] = False,
+    archived: Annotated[
+        bool, typer.Option("--archived", help="Erase lessons archived longer than --older-than")
+    ] = False,
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Retention for --archived (default 30d)")
+    ] = None,
+) -> None:
+    """Hard-erase content (expired, or archived past retention). The audit keeps hashes only."""
+    from cairn.core.timeparse import parse_duration
+
+    service, p = svc()
+    retention = parse_duration(older_than, code="INVALID_INPUT") if older_than else None
+    result = service.purge(p, expired=expired, archived=archived, older_than=retention)
+    S.out.ok(result, f"purged {result['purged']} {result['sweep']} lesson(s)")
+
+
+@review_app.callback()
+def review_list(
+    ctx: typer.Context,
+    scope: Annotated[str | None, typer.Option(help="Only this scope")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many")] = 100,
+) -> None:
+    """List candidates awaiting review (subcommands: verify, reject)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    service, p = svc()
+    result = service.review_queue(p, scope=scope, limit=limit)
+    S.out.ok(result, render.review(result))
+
+
+@review_app.command("verify")
+def review_verify(scope: Scope, key: Key) -> None:
+    """Vouch for a candidate: it becomes verified."""
+    service, p = svc()
+    result = service.verify(p, scope, key)
+    S.out.ok(result, render.changed("verified", result))
+
+
+@review_app.command("reject")
+def review_reject(
+    scope: Scope, key: Key, reason: Annotated[str, typer.Option(help="Why it is wrong (required)")] = ""
+) -> None:
+    """Reject a candidate: same as forget (rejected + tombstone)."""
+    service, p = svc()
+    result = service.reject(p, scope, key, reason)
+    S.out.ok(result, render.forgot(result))
+
+
+@audit_app.callback()
+def audit_list(
+    ctx: typer.Context,
+    lesson: Annotated[tuple[str, str] | None, typer.Option("--lesson", help="SCOPE KEY")] = None,
+    since: Annotated[str | None, typer.Option(help="ISO 8601 or '3d ago'")] = None,
+    limit: Annotated[int, typer.Option(help="Newest N entries")] = 200,
+) -> None:
+    """Every mutation with actor, action and versions before/after (subcommand: verify)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    service, p = svc()
+    scope, key = lesson if lesson and lesson[0] else (None, None)
+    result = service.audit(p, scope=scope, key=key, since=_time(since), limit=limit)
+    S.out.ok(result, render.audit(result))
+
+
+@audit_app.command("verify")
+def audit_verify() -> int:
+    """Check the hash chain; exit 1 and name the first broken link when it does not hold."""
+    service, p = svc()
+    result = service.audit_verify(p)
+    if not result["ok"]:
+        raise CairnError(
+            "AUDIT_BROKEN",
+            f"audit chain broken at row {result['broken_at']['seq']} ({result['broken_at']['action']}): "
+            f"{result['problem']}; {result['checked']} row(s) before it verify",
+            result,
+        )
+    S.out.ok(result, f"audit chain verified: {result['checked']} row(s), head {result['head'][:16]}")
+    return 0
+
+
+@app.command("export")
+def export_(
+    file: Annotated[str | None, typer.Argument(help="Output file; '-' or omitted = stdout")] = None,
+    active: Annotated[bool, typer.Option("--active", help="Only active lessons (no history of rejected ones)")] = False,
+    scope: Annotated[str | None, typer.Option(help="Only this scope")] = None,
+) -> None:
+    """Export JSONL: a lossless backup of lessons, versions, trust, tombstones and links."""
+    service, p = svc()
+    lines = service.export(p, active_only=active, scope=scope)
+    count = 0
+    if file in (None, "-"):
+        if S.g.json:
+            raise CairnError("INVALID_INPUT", "--json with export to stdout would mix two outputs; give a FILE")
+        for line in lines:
+            sys.stdout.write(line + "\n")
+            count += 1
+        S.out.done = True
+        return
+    path = Path(file)
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line + "\n")
+                count += 1
+        tmp.replace(path)
+    except OSError as exc:
+        raise CairnError("SETUP", f"cannot write {file}: {exc.strerror}") from None
+    S.out.ok({"file": str(path), "lines": count}, f"exported {count} line(s) to {path}")
+
+
+@app.command("import")
+def import_(file: Annotated[str, typer.Argument(help="JSONL file, or '-' for stdin")]) -> None:
+    """Import JSONL (a Cairn export, or plain {scope,key,value,...} records). Idempotent."""
+    service, p = svc()
+    if file == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise CairnError("INVALID_INPUT", f"cannot read {file}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise CairnError("INVALID_INPUT", f"{file} is not UTF-8 text") from None
+    with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="importing") as tick:
+        result = service.import_lines(p, lines, progress=tick)
+    if result["refused"]:
+        S.out.note(f"{len(result['refused'])} record(s) refused; see --json for each reason")
+    S.out.ok(result, render.import_result(result))

@@ -1,0 +1,87 @@
+"""The ``cairn`` entry point: global flags, error mapping, exit codes. Imports nothing heavy itself.
+
+Hooks run this on every agent session start, so the module top imports only the standard library;
+the command tree (typer) and the store (SQLAlchemy) load once a command needs them. Errors map
+here, once: a ``CairnError`` becomes exit 1 (refused/invalid) or 2 (setup), and with ``--json``
+exactly one envelope goes to stdout, whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+GLOBAL_FLAGS = {"--json": "json", "--by-human": "human"}
+GLOBAL_OPTIONS = {"--home": "home", "--session": "session"}
+
+
+class Globals:
+    json: bool = False
+    human: bool = False
+    home: str | None = None
+    session: str | None = None
+    verb: str = "cairn"
+
+
+def split_globals(argv: list[str]) -> tuple[Globals, list[str]]:
+    """Pull the global flags out from anywhere before ``--``, so ``cairn read X Y --json`` works."""
+    g = Globals()
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if arg in GLOBAL_FLAGS:
+            setattr(g, GLOBAL_FLAGS[arg], True)
+        elif arg in GLOBAL_OPTIONS and i + 1 < len(argv):
+            setattr(g, GLOBAL_OPTIONS[arg], argv[i + 1])
+            i += 1
+        elif "=" in arg and arg.split("=", 1)[0] in GLOBAL_OPTIONS:
+            name, value = arg.split("=", 1)
+            setattr(g, GLOBAL_OPTIONS[name], value)
+        else:
+            rest.append(arg)
+        i += 1
+    words = [a for a in rest if not a.startswith("-")]
+    g.verb = (
+        " ".join(words[:2])
+        if words[:1] in (["review"], ["audit"]) and len(words) > 1
+        else (words[0] if words else "cairn")
+    )
+    return g, rest
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    g, rest = split_globals(argv)
+    from cairn.cli import output
+    from cairn.errors import CairnError
+
+    out = output.Output(json_mode=g.json, verb=g.verb)
+    try:
+        from cairn.cli.app import run
+
+        code = run(rest, g, out)
+    except CairnError as exc:
+        out.fail(exc)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        out.fail(CairnError("INTERNAL", "interrupted"))
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback for a user
+        if os.environ.get("CAIRN_DEBUG"):
+            raise
+        out.fail(CairnError("INTERNAL", f"unexpected {type(exc).__name__}; rerun with CAIRN_DEBUG=1 for details"))
+        code = 2
+    sys.stdout.flush()
+    return code
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,168 @@
+"""Human-readable text for command results (``--json`` bypasses all of this)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from cairn.core.content import first_line
+
+
+def _badge(lesson: dict[str, Any]) -> str:
+    return "verified" if lesson["trust"] == "verified" else "unverified candidate"
+
+
+def write_result(r: dict[str, Any]) -> str:
+    lesson = r["lesson"]
+    where = f"{lesson['scope']} {lesson['key']}"
+    action = r["action"]
+    text = {
+        "created": f"created {where} (v{lesson['version']}, {_badge(lesson)})",
+        "updated": f"updated {where} -> v{lesson['version']} ({_badge(lesson)})",
+        "recurred": f"recurrence of {where}: seen {lesson['seen_count']}x, no copy made",
+        "promoted": f"recurrence of {where}: seen {lesson['seen_count']}x, promoted to verified",
+        "unchanged": f"unchanged {where}",
+    }.get(action, f"{action} {where}")
+    if r.get("note"):
+        text += f" ({r['note']})"
+    if lesson["status"] != "active":
+        text += f"\nnote: this lesson is {lesson['status']}; reads will not return it"
+    return text
+
+
+def supersede_result(r: dict[str, Any]) -> str:
+    text = write_result(r)
+    old = r.get("superseded")
+    if old:
+        text += f"\nretired {old['scope']} {old['key']} (was v{old['version']})"
+    else:
+        text += "\nnothing to supersede: plain create"
+    return text
+
+
+def lesson(lesson: dict[str, Any]) -> str:
+    meta = [f"v{lesson['version']}", _badge(lesson), f"seen {lesson['seen_count']}x"]
+    if lesson.get("tags"):
+        meta.append("tags: " + ", ".join(lesson["tags"]))
+    if lesson.get("expires_at"):
+        meta.append(f"expires {lesson['expires_at']}")
+    if lesson.get("valid_from") or lesson.get("valid_to"):
+        meta.append(f"valid {lesson.get('valid_from') or '…'} to {lesson.get('valid_to') or '…'}")
+    return f"{lesson['scope']} {lesson['key']} · " + " · ".join(meta) + "\n\n" + lesson["value"]
+
+
+def lesson_list(r: dict[str, Any]) -> str:
+    rows = r["lessons"]
+    if not rows:
+        return "no lessons"
+    lines = []
+    for item in rows:
+        mark = "" if item["trust"] == "verified" else " [unverified]"
+        lines.append(f"- ({item['scope']}) {item['key']}{mark} — {first_line(item['value'], 100)}")
+    if r.get("truncated"):
+        lines.append(f"… more; raise --limit (showing {len(rows)})")
+    return "\n".join(lines)
+
+
+def history(r: dict[str, Any]) -> str:
+    lines = [f"{r['scope']} {r['key']} ({r['status']})"]
+    for v in r["versions"]:
+        valid = ""
+        if v["valid_from"] or v["valid_to"]:
+            valid = f" valid {v['valid_from'] or '…'}..{v['valid_to'] or '…'}"
+        lines.append(
+            f"v{v['version']:<3} {v['recorded_at']}  {v['action']:<10} by {v['actor']}"
+            f"  [{v['trust']}{', archived' if v['archived'] else ''}]{valid}"
+        )
+        lines.append(f"     {first_line(v['value'], 100)}")
+    return "\n".join(lines)
+
+
+def diff(r: dict[str, Any]) -> str:
+    lines = [f"{r['scope']} {r['key']}: v{r['from']} -> v{r['to']}"]
+    for name, change in r["fields"].items():
+        lines.append(f"  {name}: {change['from']} -> {change['to']}")
+    lines.append(r["value_diff"] or "(value unchanged)")
+    return "\n".join(lines)
+
+
+def changed(verb: str, r: dict[str, Any]) -> str:
+    lesson = r["lesson"]
+    where = f"{lesson['scope']} {lesson['key']}"
+    return f"{verb} {where}" if r["changed"] else f"{where} was already {verb}"
+
+
+def forgot(r: dict[str, Any]) -> str:
+    if r.get("already"):
+        return f"{r['scope']} {r['key']} was already forgotten (tombstone {r['tombstone_id']})"
+    return f"forgot {r['scope']} {r['key']}: rejected, tombstone {r['tombstone_id']}"
+
+
+def tombstones(r: dict[str, Any]) -> str:
+    if not r["tombstones"]:
+        return "no tombstones"
+    lines = []
+    for t in r["tombstones"]:
+        lifted = f" (lifted {t['lifted_at']}: {t['lift_reason']})" if t["lifted_at"] else ""
+        lines.append(f"{t['id']:>5}  {t['scope']} {t['key']} — {t['reason']}{lifted}")
+    return "\n".join(lines)
+
+
+def review(r: dict[str, Any]) -> str:
+    if not r["candidates"]:
+        return "no candidates awaiting review"
+    lines = [f"{len(r['candidates'])} candidate(s):"]
+    for c in r["candidates"]:
+        by = c["source_agent"] or c["created_by"]
+        lines.append(f"- ({c['scope']}) {c['key']} — by {by}, seen {c['seen_count']}x — {first_line(c['value'], 90)}")
+    lines.append("verify: cairn review verify SCOPE KEY · reject: cairn review reject SCOPE KEY --reason R")
+    return "\n".join(lines)
+
+
+def audit(r: dict[str, Any]) -> str:
+    if not r["entries"]:
+        return "no audit entries"
+    lines = []
+    for e in r["entries"]:
+        where = f" {e['scope']} {e['key']}" if e["scope"] else ""
+        versions = ""
+        if e["version_before"] is not None or e["version_after"] is not None:
+            versions = f" v{e['version_before'] or '-'}->v{e['version_after'] or '-'}"
+        lines.append(f"{e['seq']:>6} {e['at']} {e['actor']:<12} {e['action']:<10}{where}{versions}")
+    return "\n".join(lines)
+
+
+def neighborhood(r: dict[str, Any]) -> str:
+    seed = r["seed"]
+    lines = [f"{seed['scope']} {seed['key']} — {first_line(seed['value'], 100)}"]
+    for n in r["nodes"]:
+        arrow = "->" if n["direction"] == "out" else "<-"
+        lines.append(f"{'  ' * n['depth']}{arrow} {n['rel']}: ({n['scope']}) {n['key']} — {n['summary']}")
+    lines.append(f"{r['chars']}/{r['budget']} chars" + (f", {r['omitted']} left out" if r["omitted"] else ""))
+    return "\n".join(lines)
+
+
+def import_result(r: dict[str, Any]) -> str:
+    return (
+        f"imported {r['records']} record(s): {r['created']} created, {r['updated']} updated, "
+        f"{r['unchanged']} unchanged, {r['tombstones']} tombstone(s), {r['links']} link(s), "
+        f"{len(r['refused'])} refused"
+    )
+
+
+@contextmanager
+def progress(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal; nothing when piped or in JSON mode."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(f"[bold]{label}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield tick

@@ -1,0 +1,65 @@
+"""Who is calling: every service call takes a Principal and trusts nothing else.
+
+A surface resolves the principal (the CLI from the local user, later the API from a hashed token)
+and the service checks it; no operation accepts a caller-supplied tenant or user id (seed 000's
+SECURITY DEFINER hole). Scope patterns limit a principal to part of its tenant's store.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass, field
+
+from cairn.core.scope import scope_matches
+from cairn.errors import CairnError
+
+READ, WRITE, ADMIN = "read", "write", "admin"
+LOCAL_TENANT = "local"
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant_id: str
+    actor: str
+    session: str | None = None
+    permissions: frozenset[str] = field(default_factory=lambda: frozenset({READ, WRITE, ADMIN}))
+    scope_patterns: tuple[str, ...] = ()  # empty: every scope of the tenant
+    human: bool = False  # a person is acting (dashboard, --by-human): writes start verified
+
+    def can_see(self, scope: str) -> bool:
+        return not self.scope_patterns or any(scope_matches(scope, p) for p in self.scope_patterns)
+
+    @property
+    def scope_limited(self) -> bool:
+        return bool(self.scope_patterns)
+
+    def require(self, permission: str, scope: str | None = None) -> None:
+        if permission not in self.permissions:
+            raise CairnError("FORBIDDEN", f"this principal lacks the {permission!r} permission")
+        if scope is not None and not self.can_see(scope):
+            raise CairnError("FORBIDDEN", f"scope {scope!r} is outside this principal's scopes")
+
+    def require_account_wide(self, what: str) -> None:
+        """Purge and export-of-everything act on the whole tenant: refused to scope-limited callers."""
+        self.require(ADMIN)
+        if self.scope_limited:
+            raise CairnError("FORBIDDEN", f"{what} acts on the whole store; a scope-limited token may not")
+
+
+def local_principal(session: str | None = None, human: bool = False) -> Principal:
+    """The single-user default on the embedded store: the local tenant, the OS user as actor."""
+    actor = os.environ.get("CAIRN_ACTOR") or _os_user()
+    return Principal(
+        tenant_id=LOCAL_TENANT,
+        actor=actor,
+        session=session or os.environ.get("CAIRN_SESSION") or None,
+        human=human,
+    )
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - containers without a passwd entry
+        return "local"

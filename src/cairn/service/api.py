@@ -1,0 +1,50 @@
+"""The service facade: every surface calls these methods with a principal.
+
+Each method opens exactly one transaction (``Store.run``) and performs one operation; the
+operations are grouped by what they hold (``lessons``, ``lifecycle``, ``tombstones``, ``graph``,
+``purge``, ``ledger``, ``transfer``) and composed here.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import insert, select
+
+from cairn.core.principal import Principal
+from cairn.core.timeparse import utcnow
+from cairn.service.graph import GraphOps
+from cairn.service.ledger import LedgerOps
+from cairn.service.lifecycle import LifecycleOps
+from cairn.service.purge import PurgeOps
+from cairn.service.tombstones import ForgetOps
+from cairn.service.transfer import TransferOps
+from cairn.settings import Settings
+from cairn.store.engine import Store
+from cairn.store.schema import tenants
+
+
+class Cairn(LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps):
+    def __init__(self, store: Store, settings: Settings | None = None) -> None:
+        self.store = store
+        self.settings = settings or Settings()
+        self._tenants_seen: set[str] = set()
+
+    def ensure_tenant(self, principal: Principal, name: str | None = None) -> None:
+        """Create the principal's tenant row on first use (the local single-user default)."""
+        if principal.tenant_id in self._tenants_seen:
+            return
+
+        def exists(conn):  # type: ignore[no-untyped-def]
+            return conn.execute(select(tenants.c.id).where(tenants.c.id == principal.tenant_id)).first()
+
+        def create(conn):  # type: ignore[no-untyped-def]
+            if not exists(conn):
+                conn.execute(
+                    insert(tenants).values(
+                        id=principal.tenant_id, name=name or principal.tenant_id, created_at=utcnow()
+                    )
+                )
+
+        # Read first: the common case must not take the write lock on every command.
+        if not self.store.run(exists, write=False):
+            self.store.run(create, write=True)
+        self._tenants_seen.add(principal.tenant_id)

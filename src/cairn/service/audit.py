@@ -1,0 +1,125 @@
+"""The audit ledger: one hash-chained row per mutation, per tenant.
+
+Rows name the actor, the action, the lesson's address and the versions and content hashes before
+and after, so "what did this update replace" is answered by ``history`` at ``version_before``.
+Content itself never enters the audit: purge erases it from lessons and versions while every
+row here, and so the chain, stays intact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from cairn.core.principal import Principal
+from cairn.core.timeparse import format_time, utcnow
+from cairn.store.schema import audit_log
+
+GENESIS = "0" * 64
+_CHAINED = (
+    "seq", "at", "actor", "session", "action", "lesson_id", "scope", "key",
+    "version_before", "version_after", "hash_before", "hash_after", "detail", "prev_hash",
+)  # fmt: skip
+
+
+def row_hash(tenant_id: str, row: dict[str, Any]) -> str:
+    payload = {k: row[k] for k in _CHAINED}
+    payload["tenant_id"] = tenant_id
+    payload["at"] = format_time(row["at"]) if isinstance(row["at"], datetime) else row["at"]
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def record(
+    conn: Connection,
+    principal: Principal,
+    action: str,
+    *,
+    lesson_id: int | None = None,
+    scope: str | None = None,
+    key: str | None = None,
+    version_before: int | None = None,
+    version_after: int | None = None,
+    hash_before: str | None = None,
+    hash_after: str | None = None,
+    detail: dict[str, Any] | None = None,
+    at: datetime | None = None,
+) -> int:
+    """Append one row to the tenant's chain; runs inside the caller's transaction."""
+    last = conn.execute(
+        select(audit_log.c.seq, audit_log.c.row_hash)
+        .where(audit_log.c.tenant_id == principal.tenant_id)
+        .order_by(audit_log.c.seq.desc())
+        .limit(1)
+    ).first()
+    row: dict[str, Any] = {
+        "seq": (last.seq + 1) if last else 1,
+        "at": at or utcnow(),
+        "actor": principal.actor,
+        "session": principal.session,
+        "action": action,
+        "lesson_id": lesson_id,
+        "scope": scope,
+        "key": key,
+        "version_before": version_before,
+        "version_after": version_after,
+        "hash_before": hash_before,
+        "hash_after": hash_after,
+        "detail": json.dumps(detail or {}, sort_keys=True, ensure_ascii=False),
+        "prev_hash": last.row_hash if last else GENESIS,
+    }
+    # The stored ``at`` loses nothing (microseconds), so hashing the datetime is stable.
+    row["row_hash"] = row_hash(principal.tenant_id, row)
+    conn.execute(audit_log.insert().values(tenant_id=principal.tenant_id, **row))
+    return row["seq"]
+
+
+def verify(conn: Connection, tenant_id: str) -> dict[str, Any]:
+    """Walk the chain in order; report the first row whose link or content does not hold."""
+    prev = GENESIS
+    expected_seq = 1
+    checked = 0
+    result = conn.execute(select(audit_log).where(audit_log.c.tenant_id == tenant_id).order_by(audit_log.c.seq))
+    for r in result.mappings():
+        row = dict(r)
+        problem = None
+        if row["seq"] != expected_seq:
+            problem = f"sequence gap: expected row {expected_seq}, found {row['seq']} (a row was removed)"
+        elif row["prev_hash"] != prev:
+            problem = "prev_hash does not match the previous row's hash (rows removed or reordered)"
+        elif row_hash(tenant_id, row) != row["row_hash"]:
+            problem = "row content does not match its hash (the row was edited)"
+        if problem:
+            return {
+                "ok": False,
+                "checked": checked,
+                "broken_at": {"seq": row["seq"], "id": row["id"], "action": row["action"]},
+                "problem": problem,
+            }
+        prev = row["row_hash"]
+        expected_seq += 1
+        checked += 1
+    return {"ok": True, "checked": checked, "broken_at": None, "problem": None, "head": prev}
+
+
+def public(row: dict[str, Any]) -> dict[str, Any]:
+    """The audit row as surfaces show it."""
+    return {
+        "seq": row["seq"],
+        "at": format_time(row["at"]),
+        "actor": row["actor"],
+        "session": row["session"],
+        "action": row["action"],
+        "scope": row["scope"],
+        "key": row["key"],
+        "version_before": row["version_before"],
+        "version_after": row["version_after"],
+        "hash_before": row["hash_before"],
+        "hash_after": row["hash_after"],
+        "detail": json.loads(row["detail"]) if row["detail"] else {},
+    }

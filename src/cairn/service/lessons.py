@@ -1,0 +1,531 @@
+"""Writing and reading lessons: create, edit, recurrence, promotion, bi-temporal reads, history.
+
+Rules that live here (and nowhere in a surface):
+* a write is refused when its normalized content or its address matches a live tombstone,
+  checked inside the write transaction;
+* the same normalized content at the same address, or anywhere in the same scope, is a
+  recurrence: ``seen_count`` goes up and no copy is made;
+* a candidate seen from ``promotion_threshold`` distinct sessions is promoted to verified;
+* an agent's edit to a lesson makes it a candidate again (new content has not earned trust),
+  a person's write makes it verified.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.engine import Connection
+
+from cairn.core.content import content_hash, validate_value
+from cairn.core.diffing import unified_diff
+from cairn.core.keys import normalize_key
+from cairn.core.principal import READ, WRITE, Principal
+from cairn.core.scope import validate_scope
+from cairn.core.timeparse import format_time, utcnow
+from cairn.errors import CairnError
+from cairn.service.mutate import apply
+from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, public, status
+from cairn.service.tombstones import check_tombstones
+from cairn.settings import Settings
+from cairn.store.engine import Store
+from cairn.store.schema import lesson_tags, lesson_versions, lessons, sightings
+
+_TAG = re.compile(r"^[a-z0-9][a-z0-9._:/+#-]{0,63}$")
+MAX_TAGS = 32
+MAX_FIELD = 500  # source_agent, trigger, author, url
+
+
+def normalize_tags(tags: list[str] | tuple[str, ...] | None) -> list[str]:
+    out: list[str] = []
+    for raw in tags or ():
+        tag = raw.strip().lower()
+        if not _TAG.match(tag):
+            raise CairnError(
+                "INVALID_INPUT",
+                f"invalid tag {raw!r}: tags are 1-64 characters of a-z, 0-9 and . _ : / + # -, "
+                "starting with a letter or digit",
+                {"tag": raw},
+            )
+        if tag not in out:
+            out.append(tag)
+    if len(out) > MAX_TAGS:
+        raise CairnError("INVALID_INPUT", f"at most {MAX_TAGS} tags per lesson, got {len(out)}")
+    return out
+
+
+def _bounded(name: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if len(value) > MAX_FIELD:
+        raise CairnError("INVALID_INPUT", f"{name} is longer than {MAX_FIELD} characters")
+    return value or None
+
+
+@dataclass(frozen=True)
+class WriteInput:
+    """A validated write: the surfaces build it from their own input forms."""
+
+    scope: str
+    key: str
+    value: str
+    tags: list[str]
+    kind: str
+    source_agent: str | None
+    trigger: str | None
+    ttl: timedelta | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    origin: str
+    author: str | None
+    url: str | None
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.value)
+
+
+def make_write(
+    principal: Principal,
+    scope: str,
+    key: str,
+    value: str,
+    *,
+    tags: list[str] | tuple[str, ...] | None = None,
+    kind: str = "lesson",
+    source_agent: str | None = None,
+    trigger: str | None = None,
+    ttl: timedelta | None = None,
+    valid_from: datetime | None = None,
+    valid_to: datetime | None = None,
+    origin: str | None = None,
+    author: str | None = None,
+    url: str | None = None,
+) -> WriteInput:
+    if kind not in KINDS:
+        raise CairnError("INVALID_INPUT", f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    origin = origin or ("human" if principal.human else "agent")
+    if origin not in ORIGINS:
+        raise CairnError("INVALID_INPUT", f"origin must be one of {', '.join(ORIGINS)}; got {origin!r}")
+    if ttl is not None and not (timedelta(seconds=1) <= ttl <= timedelta(days=365)):
+        raise CairnError("INVALID_TTL", "ttl must be between 1 second and 365 days")
+    if valid_from and valid_to and valid_to <= valid_from:
+        raise CairnError(
+            "INVALID_TIME",
+            f"valid_to ({format_time(valid_to)}) must be after valid_from ({format_time(valid_from)})",
+        )
+    return WriteInput(
+        scope=validate_scope(scope),
+        key=normalize_key(key),
+        value=validate_value(value),
+        tags=normalize_tags(tags),
+        kind=kind,
+        source_agent=_bounded("source_agent", source_agent),
+        trigger=_bounded("trigger", trigger),
+        ttl=ttl,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        origin=origin,
+        author=_bounded("author", author),
+        url=_bounded("url", url),
+    )
+
+
+class LessonOps:
+    store: Store
+    settings: Settings
+
+    # -- writing ----------------------------------------------------------------------------
+    def write(self, principal: Principal, scope: str, key: str, value: str, **options: Any) -> dict[str, Any]:
+        """Create, edit or count a recurrence of a lesson, in one transaction."""
+        principal.require(WRITE)
+        inp = make_write(principal, scope, key, value, **options)
+        principal.require(WRITE, inp.scope)
+        return self.store.run(lambda conn: self._write_tx(conn, principal, inp), write=True)
+
+    def _write_tx(
+        self, conn: Connection, principal: Principal, inp: WriteInput, *, import_mode: bool = False
+    ) -> dict[str, Any]:
+        now = utcnow()
+        chash = inp.content_hash
+        check_tombstones(conn, principal, chash, inp.scope, inp.key)
+        existing = fetch(conn, principal, inp.scope, inp.key)
+        if existing is None:
+            twin = self._same_content_in_scope(conn, principal, inp.scope, chash)
+            if twin is not None:
+                if import_mode:
+                    return self._result("unchanged", twin, now, note="same content already stored")
+                return self._recur(conn, principal, twin, inp, now, note="same content already stored here")
+            state = self._new_state(principal, inp, chash, now)
+            row = apply(conn, principal, None, state, "create", now)
+            self._sight(conn, principal, row, now)
+            row = self._maybe_promote(conn, principal, row, now)
+            return self._result("created", row, now)
+        if existing["content_hash"] == chash and existing["trust"] != "rejected":
+            if import_mode:
+                return self._result("unchanged", existing, now)
+            return self._recur(conn, principal, existing, inp, now)
+        return self._edit(conn, principal, existing, inp, chash, now)
+
+    def _new_state(self, principal: Principal, inp: WriteInput, chash: str, now: datetime) -> dict[str, Any]:
+        return {
+            "scope": inp.scope,
+            "key": inp.key,
+            "value": inp.value,
+            "tags": json.dumps(inp.tags),
+            "kind": inp.kind,
+            "source_agent": inp.source_agent,
+            "trigger": inp.trigger,
+            "origin": inp.origin,
+            "author": inp.author or principal.actor,
+            "url": inp.url,
+            "trust": "verified" if principal.human else "candidate",
+            "seen_count": 1,
+            "helped_count": 0,
+            "not_helped_count": 0,
+            "valid_from": inp.valid_from,
+            "valid_to": inp.valid_to,
+            "expires_at": now + inp.ttl if inp.ttl else None,
+            "archived_at": None,
+            "superseded_by": None,
+            "content_hash": chash,
+        }
+
+    def _edit(
+        self,
+        conn: Connection,
+        principal: Principal,
+        before: dict[str, Any],
+        inp: WriteInput,
+        chash: str,
+        now: datetime,
+    ) -> dict[str, Any]:
+        state = dict(before)
+        state.update(
+            value=inp.value,
+            content_hash=chash,
+            tags=json.dumps(inp.tags) if inp.tags else before["tags"],
+            kind=inp.kind,
+            source_agent=inp.source_agent or before["source_agent"],
+            trigger=inp.trigger or before["trigger"],
+            # New content has not earned the old content's trust; a person's word has.
+            trust="verified" if principal.human else "candidate",
+            valid_from=inp.valid_from if inp.valid_from else before["valid_from"],
+            valid_to=inp.valid_to if inp.valid_to else before["valid_to"],
+            # A value-only edit never clears an existing TTL (LoreKit got this right).
+            expires_at=now + inp.ttl if inp.ttl else before["expires_at"],
+            # A new assertion at a retired address brings the address back into use.
+            superseded_by=None,
+        )
+        row = apply(conn, principal, before, state, "update", now)
+        self._sight(conn, principal, row, now)
+        return self._result("updated", row, now)
+
+    def _recur(
+        self,
+        conn: Connection,
+        principal: Principal,
+        before: dict[str, Any],
+        inp: WriteInput,
+        now: datetime,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        state = dict(before)
+        state["seen_count"] = before["seen_count"] + 1
+        if inp.ttl:
+            state["expires_at"] = now + inp.ttl
+        promoted_by = None
+        if principal.human and before["trust"] == "candidate":
+            state["trust"] = "verified"
+            promoted_by = "human"
+        added = self._sight(conn, principal, before, now)
+        if promoted_by is None and before["trust"] == "candidate":
+            sessions = self._session_count(conn, principal, before["id"])
+            if sessions >= self.settings.promotion_threshold:
+                state["trust"] = "verified"
+                promoted_by = f"{sessions} sessions"
+        detail: dict[str, Any] = {"new_session": added}
+        if promoted_by:
+            detail["promoted_by"] = promoted_by
+        row = apply(conn, principal, before, state, "promote" if promoted_by else "recur", now, detail=detail)
+        return self._result("promoted" if promoted_by else "recurred", row, now, note=note)
+
+    def _maybe_promote(self, conn: Connection, principal: Principal, row: dict[str, Any], now: datetime):
+        # With a threshold of 1, the first sighting already suffices.
+        if row["trust"] == "candidate" and principal.session:
+            sessions = self._session_count(conn, principal, row["id"])
+            if sessions >= self.settings.promotion_threshold:
+                state = dict(row, trust="verified")
+                return apply(
+                    conn, principal, row, state, "promote", now, detail={"promoted_by": f"{sessions} sessions"}
+                )
+        return row
+
+    def _same_content_in_scope(
+        self, conn: Connection, principal: Principal, scope: str, chash: str
+    ) -> dict[str, Any] | None:
+        row = (
+            conn.execute(
+                select(lessons)
+                .where(
+                    lessons.c.tenant_id == principal.tenant_id,
+                    lessons.c.scope == scope,
+                    lessons.c.content_hash == chash,
+                    lessons.c.trust != "rejected",
+                    lessons.c.superseded_by.is_(None),
+                )
+                .order_by(lessons.c.id)
+                .limit(1)
+            )
+            .mappings()
+            .first()
+        )
+        return dict(row) if row else None
+
+    def _sight(self, conn: Connection, principal: Principal, row: dict[str, Any], now: datetime) -> bool:
+        """Record that this session saw the lesson; True when the session is new for it."""
+        if not principal.session:
+            return False
+        exists = conn.execute(
+            select(sightings.c.session).where(
+                sightings.c.lesson_id == row["id"], sightings.c.session == principal.session
+            )
+        ).first()
+        if exists:
+            return False
+        conn.execute(
+            insert(sightings).values(
+                tenant_id=principal.tenant_id, lesson_id=row["id"], session=principal.session, seen_at=now
+            )
+        )
+        return True
+
+    def _session_count(self, conn: Connection, principal: Principal, lesson_id: int) -> int:
+        return conn.execute(
+            select(func.count()).where(sightings.c.tenant_id == principal.tenant_id, sightings.c.lesson_id == lesson_id)
+        ).scalar_one()
+
+    @staticmethod
+    def _result(action: str, row: dict[str, Any], now: datetime, note: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": action, "lesson": public(row, now)}
+        if note:
+            out["note"] = note
+        return out
+
+    # -- reading ----------------------------------------------------------------------------
+    def _visible(self, conn: Connection, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        principal.require(READ, scope)
+        row = fetch(conn, principal, scope, key)
+        if row is None:
+            raise CairnError("NOT_FOUND", f"no lesson at {scope} {key}", {"scope": scope, "key": key})
+        return row
+
+    def read(
+        self,
+        principal: Principal,
+        scope: str,
+        key: str,
+        *,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """The active lesson; or what Cairn held at record time ``as_of``; or what was valid then."""
+        scope, key = validate_scope(scope), normalize_key(key)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            row = self._visible(conn, principal, scope, key)
+            state = status(row, now)
+            # A rejection is permanent for readers: not even a historical read returns it.
+            if state == "rejected":
+                raise CairnError("NOT_FOUND", f"no lesson at {scope} {key} (it was rejected)")
+            if as_of is None and valid_at is None:
+                if state != "active":
+                    raise CairnError(
+                        "NOT_FOUND",
+                        f"the lesson at {scope} {key} is {state}",
+                        {"scope": scope, "key": key, "status": state},
+                    )
+                return {"lesson": public(row, now)}
+            versions = self._versions(conn, principal, row["id"])
+            chosen = None
+            if as_of is not None:
+                held = [v for v in versions if v["recorded_at"] <= as_of]
+                if not held:
+                    raise CairnError("NOT_FOUND", f"Cairn held no lesson at {scope} {key} at {format_time(as_of)}")
+                chosen = held[-1]
+                if chosen["trust"] == "rejected" or chosen["archived"]:
+                    raise CairnError("NOT_FOUND", f"at {format_time(as_of)} the lesson at {scope} {key} was not active")
+            if valid_at is not None:
+                pool = [v for v in versions if as_of is None or v["recorded_at"] <= as_of]
+                matching = [
+                    v
+                    for v in pool
+                    if (v["valid_from"] is None or v["valid_from"] <= valid_at)
+                    and (v["valid_to"] is None or valid_at < v["valid_to"])
+                ]
+                if not matching:
+                    raise CairnError("NOT_FOUND", f"no version of {scope} {key} was valid at {format_time(valid_at)}")
+                chosen = matching[-1]
+            assert chosen is not None
+            return {"lesson": _version_public(chosen, row, now), "version": chosen["version"]}
+
+        return self.store.run(tx, write=False)
+
+    def list(
+        self,
+        principal: Principal,
+        scope: str | None = None,
+        *,
+        tag: str | None = None,
+        trust: str | None = None,
+        archived: bool = False,
+        limit: int = 100,
+    ) -> dict[str, Any]:
+        """Active lessons of one scope (or all visible scopes), newest first; archived ones on request."""
+        principal.require(READ)
+        if scope is not None:
+            scope = validate_scope(scope)
+            principal.require(READ, scope)
+        if trust is not None and trust not in ("candidate", "verified"):
+            raise CairnError("INVALID_INPUT", "trust filter must be candidate or verified (rejected is never listed)")
+        if not 1 <= limit <= 10_000:
+            raise CairnError("INVALID_INPUT", "limit must be between 1 and 10000")
+        tag_norm = normalize_tags([tag])[0] if tag else None
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id)
+            if archived:
+                q = q.where(
+                    lessons.c.archived_at.is_not(None),
+                    lessons.c.trust != "rejected",
+                    lessons.c.superseded_by.is_(None),
+                )
+            else:
+                q = q.where(active_clause(now))
+            if scope is not None:
+                q = q.where(lessons.c.scope == scope)
+            if trust:
+                q = q.where(lessons.c.trust == trust)
+            if tag_norm:
+                q = q.where(
+                    lessons.c.id.in_(
+                        select(lesson_tags.c.lesson_id).where(
+                            lesson_tags.c.tenant_id == principal.tenant_id, lesson_tags.c.tag == tag_norm
+                        )
+                    )
+                )
+            rows = (
+                conn.execute(q.order_by(lessons.c.updated_at.desc(), lessons.c.id.desc()).limit(limit + 1))
+                .mappings()
+                .all()
+            )
+            visible = [dict(r) for r in rows if principal.can_see(r["scope"])]
+            return {
+                "lessons": [public(r, now) for r in visible[:limit]],
+                "truncated": len(visible) > limit,
+            }
+
+        return self.store.run(tx, write=False)
+
+    def history(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        scope, key = validate_scope(scope), normalize_key(key)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            row = self._visible(conn, principal, scope, key)
+            versions = self._versions(conn, principal, row["id"])
+            out = []
+            for i, v in enumerate(versions):
+                until = versions[i + 1]["recorded_at"] if i + 1 < len(versions) else None
+                out.append(
+                    {
+                        "version": v["version"],
+                        "action": v["action"],
+                        "actor": v["actor"],
+                        "session": v["session"],
+                        "recorded_at": format_time(v["recorded_at"]),
+                        "recorded_until": format_time(until) if until else None,
+                        "valid_from": format_time(v["valid_from"]) if v["valid_from"] else None,
+                        "valid_to": format_time(v["valid_to"]) if v["valid_to"] else None,
+                        "trust": v["trust"],
+                        "archived": bool(v["archived"]),
+                        "seen_count": v["seen_count"],
+                        "content_hash": v["content_hash"],
+                        "value": v["value"],
+                    }
+                )
+            return {"scope": scope, "key": key, "status": status(row, now), "versions": out}
+
+        return self.store.run(tx, write=False)
+
+    def diff(self, principal: Principal, scope: str, key: str, v1: int, v2: int) -> dict[str, Any]:
+        scope, key = validate_scope(scope), normalize_key(key)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            row = self._visible(conn, principal, scope, key)
+            versions = {v["version"]: v for v in self._versions(conn, principal, row["id"])}
+            for n in (v1, v2):
+                if n not in versions:
+                    raise CairnError(
+                        "NOT_FOUND",
+                        f"{scope} {key} has no version {n}; it has versions 1..{max(versions)}",
+                    )
+            a, b = versions[v1], versions[v2]
+            fields = {}
+            for name in ("trust", "archived", "kind", "tags", "seen_count", "valid_from", "valid_to", "expires_at"):
+                if a[name] != b[name]:
+                    fields[name] = {"from": _plain(a[name]), "to": _plain(b[name])}
+            return {
+                "scope": scope,
+                "key": key,
+                "from": v1,
+                "to": v2,
+                "value_diff": unified_diff(a["value"], b["value"], f"v{v1}", f"v{v2}"),
+                "fields": fields,
+            }
+
+        return self.store.run(tx, write=False)
+
+    def _versions(self, conn: Connection, principal: Principal, lesson_id: int) -> list[dict[str, Any]]:
+        rows = (
+            conn.execute(
+                select(lesson_versions)
+                .where(lesson_versions.c.tenant_id == principal.tenant_id, lesson_versions.c.lesson_id == lesson_id)
+                .order_by(lesson_versions.c.version)
+            )
+            .mappings()
+            .all()
+        )
+        return [dict(r) for r in rows]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return format_time(value)
+    if isinstance(value, str) and value.startswith("["):
+        return json.loads(value)
+    return value
+
+
+def _version_public(v: dict[str, Any], row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    out = public(row, now)
+    out.update(
+        value=v["value"],
+        tags=json.loads(v["tags"]),
+        kind=v["kind"],
+        trust=v["trust"],
+        version=v["version"],
+        seen_count=v["seen_count"],
+        content_hash=v["content_hash"],
+        valid_from=format_time(v["valid_from"]) if v["valid_from"] else None,
+        valid_to=format_time(v["valid_to"]) if v["valid_to"] else None,
+        recorded_at=format_time(v["recorded_at"]),
+    )
+    return out

@@ -1,0 +1,171 @@
+"""Archive, restore, outcome feedback and supersession: state changes that keep every version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Connection
+
+from cairn.core.keys import normalize_key
+from cairn.core.principal import WRITE, Principal
+from cairn.core.scope import validate_scope
+from cairn.core.timeparse import utcnow
+from cairn.errors import CairnError
+from cairn.service.lessons import LessonOps, make_write
+from cairn.service.mutate import apply
+from cairn.service.records import active_clause, fetch, public, status
+from cairn.store.schema import lessons, links
+
+OUTCOMES = {"helped": "helped_count", "not-helped": "not_helped_count"}
+
+
+class LifecycleOps(LessonOps):
+    def _change(self, principal: Principal, scope: str, key: str, fn) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        scope, key = validate_scope(scope), normalize_key(key)
+        principal.require(WRITE, scope)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            before = fetch(conn, principal, scope, key)
+            if before is None or before["trust"] == "rejected":
+                raise CairnError("NOT_FOUND", f"no lesson at {scope} {key}", {"scope": scope, "key": key})
+            return fn(conn, before, now)
+
+        return self.store.run(tx, write=True)
+
+    def archive(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        """Soft removal: hidden from reads, address kept, reversible with restore."""
+
+        def fn(conn: Connection, before: dict[str, Any], now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+            if before["archived_at"] is not None:
+                return {"changed": False, "lesson": public(before, now)}
+            row = apply(conn, principal, before, dict(before, archived_at=now), "archive", now)
+            return {"changed": True, "lesson": public(row, now)}
+
+        return self._change(principal, scope, key, fn)
+
+    def restore(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        def fn(conn: Connection, before: dict[str, Any], now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+            if before["archived_at"] is None:
+                return {"changed": False, "lesson": public(before, now)}
+            row = apply(conn, principal, before, dict(before, archived_at=None), "restore", now)
+            return {"changed": True, "lesson": public(row, now)}
+
+        return self._change(principal, scope, key, fn)
+
+    def feedback(self, principal: Principal, scope: str, key: str, outcome: str) -> dict[str, Any]:
+        """Outcome counts feed the context ranking (helped ratio with a 0.5 prior)."""
+        if outcome not in OUTCOMES:
+            raise CairnError("INVALID_INPUT", f"outcome must be helped or not-helped; got {outcome!r}")
+        column = OUTCOMES[outcome]
+
+        def fn(conn: Connection, before: dict[str, Any], now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+            state = dict(before, **{column: before[column] + 1})
+            row = apply(conn, principal, before, state, "feedback", now, detail={"outcome": outcome})
+            return {"outcome": outcome, "lesson": public(row, now)}
+
+        return self._change(principal, scope, key, fn)
+
+    def supersede(
+        self,
+        principal: Principal,
+        scope: str,
+        key: str,
+        value: str,
+        *,
+        supersedes: tuple[str, str] | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Write the new lesson and retire the one it replaces, linked, in one transaction.
+
+        Without an explicit target the old lesson is found by identity (the normalized key) among
+        the active lessons the caller can see: none is a plain create, one is replaced, several
+        are refused with the candidates named. It never guesses.
+        """
+        principal.require(WRITE)
+        inp = make_write(principal, scope, key, value, **options)
+        principal.require(WRITE, inp.scope)
+        target_addr = None
+        if supersedes is not None:
+            target_addr = (validate_scope(supersedes[0]), normalize_key(supersedes[1]))
+            principal.require(WRITE, target_addr[0])
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            if target_addr is not None:
+                target = fetch(conn, principal, *target_addr)
+                if target is None or target["trust"] == "rejected":
+                    raise CairnError("NOT_FOUND", f"no lesson at {target_addr[0]} {target_addr[1]} to supersede")
+                if target["superseded_by"] is not None:
+                    raise CairnError("CONFLICT", f"{target_addr[0]} {target_addr[1]} was already superseded")
+            else:
+                rows = (
+                    conn.execute(
+                        select(lessons).where(
+                            lessons.c.tenant_id == principal.tenant_id,
+                            lessons.c.key == inp.key,
+                            active_clause(now),
+                        )
+                    )
+                    .mappings()
+                    .all()
+                )
+                found = [dict(r) for r in rows if principal.can_see(r["scope"])]
+                exact = [r for r in found if r["scope"] == inp.scope]
+                if exact:
+                    found = exact
+                if not found:
+                    result = self._write_tx(conn, principal, inp)
+                    result["superseded"] = None
+                    return result
+                if len(found) > 1:
+                    names = [{"scope": r["scope"], "key": r["key"]} for r in found]
+                    listing = ", ".join(f"{n['scope']} {n['key']}" for n in names)
+                    raise CairnError(
+                        "SUPERSEDE_AMBIGUOUS",
+                        f"{len(found)} lessons match key {inp.key!r}: {listing}. "
+                        "Name the one to replace with --supersedes SCOPE KEY",
+                        {"candidates": names},
+                    )
+                target = found[0]
+            old = {"scope": target["scope"], "key": target["key"], "version": target["version"]}
+            result = self._write_tx(conn, principal, inp)
+            if (target["scope"], target["key"]) == (inp.scope, inp.key):
+                # Same address: the new version *is* the replacement; history keeps the old one.
+                result["superseded"] = old
+                return result
+            new_row = fetch(conn, principal, inp.scope, inp.key)
+            assert new_row is not None
+            target = fetch(conn, principal, target["scope"], target["key"])
+            assert target is not None
+            apply(
+                conn,
+                principal,
+                target,
+                dict(target, superseded_by=new_row["id"]),
+                "superseded",
+                now,
+                detail={"by": {"scope": inp.scope, "key": inp.key}},
+            )
+            exists = conn.execute(
+                select(links.c.id).where(
+                    links.c.src_id == new_row["id"], links.c.dst_id == target["id"], links.c.rel == "supersedes"
+                )
+            ).first()
+            if not exists:
+                conn.execute(
+                    insert(links).values(
+                        tenant_id=principal.tenant_id,
+                        src_id=new_row["id"],
+                        dst_id=target["id"],
+                        rel="supersedes",
+                        created_at=now,
+                        created_by=principal.actor,
+                    )
+                )
+            result["superseded"] = old
+            result["superseded_status"] = status(dict(target, superseded_by=new_row["id"]), now)
+            return result
+
+        return self.store.run(tx, write=True)

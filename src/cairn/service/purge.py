@@ -1,0 +1,98 @@
+"""Hard erasure: the two sweeps (expired; archived past retention) and what they remove.
+
+Purge deletes the content from lessons, versions, tags, sightings, links and every search index,
+and writes one audit row per lesson carrying only hashes, so the chain still verifies and the
+ledger still says what was erased, when and by whom. Tombstones hold no content and stay: a
+purged rejection is still a rejection.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, or_, select
+from sqlalchemy.engine import Connection
+
+from cairn.core.principal import Principal
+from cairn.core.timeparse import utcnow
+from cairn.errors import CairnError
+from cairn.service import audit, indexing
+from cairn.settings import Settings
+from cairn.store.engine import Store
+from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings
+
+
+class PurgeOps:
+    store: Store
+    settings: Settings
+
+    def purge(
+        self,
+        principal: Principal,
+        *,
+        expired: bool = False,
+        archived: bool = False,
+        older_than: timedelta | None = None,
+    ) -> dict[str, Any]:
+        if expired == archived:
+            raise CairnError(
+                "INVALID_INPUT",
+                "choose one sweep: cairn purge --expired, or cairn purge --archived [--older-than 30d]",
+            )
+        if older_than is not None and not archived:
+            raise CairnError("INVALID_INPUT", "--older-than applies to the archived sweep only")
+        principal.require_account_wide("purge")
+        retention = older_than if older_than is not None else timedelta(days=self.settings.archive_retention_days)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            q = select(lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.version, lessons.c.content_hash)
+            q = q.where(lessons.c.tenant_id == principal.tenant_id)
+            if expired:
+                q = q.where(lessons.c.expires_at.is_not(None), lessons.c.expires_at <= now)
+            else:
+                q = q.where(lessons.c.archived_at.is_not(None), lessons.c.archived_at <= now - retention)
+            targets = conn.execute(q.order_by(lessons.c.id)).mappings().all()
+            sweep = "expired" if expired else "archived"
+            for t in targets:
+                erased = erase(conn, principal, t["id"])
+                audit.record(
+                    conn,
+                    principal,
+                    "purge",
+                    lesson_id=t["id"],
+                    scope=t["scope"],
+                    key=t["key"],
+                    version_before=t["version"],
+                    hash_before=t["content_hash"],
+                    detail={"sweep": sweep, "versions_erased": erased},
+                    at=now,
+                )
+            return {
+                "sweep": sweep,
+                "purged": len(targets),
+                "lessons": [{"scope": t["scope"], "key": t["key"]} for t in targets],
+            }
+
+        return self.store.run(tx, write=True)
+
+
+def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:
+    """Remove one lesson's content everywhere it is stored; returns how many versions went."""
+    tenant = principal.tenant_id
+    indexing.drop(conn, lesson_id)
+    n_versions = conn.execute(
+        select(func.count()).where(lesson_versions.c.tenant_id == tenant, lesson_versions.c.lesson_id == lesson_id)
+    ).scalar_one()
+    conn.execute(
+        delete(lesson_versions).where(lesson_versions.c.tenant_id == tenant, lesson_versions.c.lesson_id == lesson_id)
+    )
+    conn.execute(delete(lesson_tags).where(lesson_tags.c.tenant_id == tenant, lesson_tags.c.lesson_id == lesson_id))
+    conn.execute(delete(sightings).where(sightings.c.tenant_id == tenant, sightings.c.lesson_id == lesson_id))
+    conn.execute(
+        delete(links).where(links.c.tenant_id == tenant, or_(links.c.src_id == lesson_id, links.c.dst_id == lesson_id))
+    )
+    # A lesson this one superseded stays retired: its superseded_by keeps pointing at the erased id.
+    conn.execute(delete(lessons).where(lessons.c.tenant_id == tenant, lessons.c.id == lesson_id))
+    return n_versions

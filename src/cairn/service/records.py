@@ -1,0 +1,111 @@
+"""Lesson rows: the lifecycle predicate every read shares, and the public shape of a lesson.
+
+``active_clause`` is the single definition of "may be returned by a read of active lessons"; read,
+list, search, context and export all compile it into their SQL, so the negative evals (archived,
+expired, rejected, superseded never come back) hold on every path at once.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from cairn.core.principal import Principal
+from cairn.core.timeparse import format_time
+from cairn.store.schema import lessons
+
+KINDS = ("lesson", "fact", "preference", "reference")
+TRUST = ("candidate", "verified", "rejected")
+ORIGINS = ("agent", "human", "webhook", "import", "consolidation")
+
+# The lesson columns a mutation may change (everything but identity and bookkeeping).
+STATE_FIELDS = (
+    "scope", "key", "value", "tags", "kind", "source_agent", "trigger", "origin", "author", "url",
+    "trust", "seen_count", "helped_count", "not_helped_count", "valid_from", "valid_to",
+    "expires_at", "archived_at", "superseded_by", "content_hash",
+)  # fmt: skip
+
+
+def active_clause(now: datetime) -> ColumnElement[bool]:
+    return and_(
+        lessons.c.trust != "rejected",
+        lessons.c.archived_at.is_(None),
+        lessons.c.superseded_by.is_(None),
+        or_(lessons.c.expires_at.is_(None), lessons.c.expires_at > now),
+    )
+
+
+def status(row: dict[str, Any], now: datetime) -> str:
+    if row["trust"] == "rejected":
+        return "rejected"
+    if row["superseded_by"] is not None:
+        return "superseded"
+    if row["archived_at"] is not None:
+        return "archived"
+    if row["expires_at"] is not None and row["expires_at"] <= now:
+        return "expired"
+    return "active"
+
+
+def fetch(conn: Connection, principal: Principal, scope: str, key: str) -> dict[str, Any] | None:
+    row = (
+        conn.execute(
+            select(lessons).where(
+                lessons.c.tenant_id == principal.tenant_id,
+                lessons.c.scope == scope,
+                lessons.c.key == key,
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return dict(row) if row else None
+
+
+def fetch_id(conn: Connection, principal: Principal, lesson_id: int) -> dict[str, Any] | None:
+    row = (
+        conn.execute(select(lessons).where(lessons.c.tenant_id == principal.tenant_id, lessons.c.id == lesson_id))
+        .mappings()
+        .first()
+    )
+    return dict(row) if row else None
+
+
+def _t(value: datetime | None) -> str | None:
+    return format_time(value) if value is not None else None
+
+
+def public(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The lesson as every surface shows it (one shape for CLI JSON, API and MCP)."""
+    return {
+        "scope": row["scope"],
+        "key": row["key"],
+        "value": row["value"],
+        "tags": json.loads(row["tags"]),
+        "kind": row["kind"],
+        "trust": row["trust"],
+        "status": status(row, now),
+        "version": row["version"],
+        "seen_count": row["seen_count"],
+        "helped_count": row["helped_count"],
+        "not_helped_count": row["not_helped_count"],
+        "source_agent": row["source_agent"],
+        "trigger": row["trigger"],
+        "origin": row["origin"],
+        "author": row["author"],
+        "url": row["url"],
+        "valid_from": _t(row["valid_from"]),
+        "valid_to": _t(row["valid_to"]),
+        "expires_at": _t(row["expires_at"]),
+        "archived_at": _t(row["archived_at"]),
+        "content_hash": row["content_hash"],
+        "created_at": _t(row["created_at"]),
+        "updated_at": _t(row["updated_at"]),
+        "created_by": row["created_by"],
+        "updated_by": row["updated_by"],
+    }

@@ -1,0 +1,225 @@
+"""Forgetting: rejection with a permanent tombstone, the check every write makes, and the one
+audited way back.
+
+A tombstone is keyed on the normalized content hash *and* on the address, so a rejected lesson
+cannot return under another key, in another scope, re-cased or re-punctuated. It holds no content:
+purging the lesson leaves the tombstone (and so the refusal) in force.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from cairn.core.keys import normalize_key
+from cairn.core.principal import ADMIN, READ, WRITE, Principal
+from cairn.core.scope import validate_scope
+from cairn.core.timeparse import format_time, utcnow
+from cairn.errors import CairnError
+from cairn.service import audit
+from cairn.service.mutate import apply
+from cairn.service.records import active_clause, fetch, public
+from cairn.store.engine import Store
+from cairn.store.schema import lessons, tombstones
+
+MAX_REASON = 2000
+
+
+def _reason(reason: str | None) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise CairnError("INVALID_INPUT", 'a reason is required (--reason "why this lesson is wrong")')
+    if len(reason) > MAX_REASON:
+        raise CairnError("INVALID_INPUT", f"reason is longer than {MAX_REASON} characters")
+    return reason
+
+
+def check_tombstones(conn: Connection, principal: Principal, chash: str, scope: str, key: str) -> None:
+    """Refuse a write whose content or address matches a live tombstone of the tenant."""
+    hit = (
+        conn.execute(
+            select(tombstones)
+            .where(
+                tombstones.c.tenant_id == principal.tenant_id,
+                tombstones.c.lifted_at.is_(None),
+                or_(
+                    tombstones.c.content_hash == chash,
+                    and_(tombstones.c.scope == scope, tombstones.c.key == key),
+                ),
+            )
+            .order_by(tombstones.c.id)
+            .limit(1)
+        )
+        .mappings()
+        .first()
+    )
+    if hit is None:
+        return
+    matched = "content" if hit["content_hash"] == chash else "address"
+    raise CairnError(
+        "TOMBSTONED",
+        f"refused: this {'content' if matched == 'content' else 'address'} was forgotten "
+        f"(tombstone {hit['id']}, {hit['scope']} {hit['key']}): {hit['reason']}. "
+        f'A person can lift it with: cairn unforget {hit["id"]} --reason "..."',
+        {"tombstone_id": hit["id"], "reason": hit["reason"], "matched": matched},
+    )
+
+
+def tombstone_public(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "scope": row["scope"],
+        "key": row["key"],
+        "content_hash": row["content_hash"],
+        "reason": row["reason"],
+        "created_at": format_time(row["created_at"]),
+        "created_by": row["created_by"],
+        "lifted_at": format_time(row["lifted_at"]) if row["lifted_at"] else None,
+        "lifted_by": row["lifted_by"],
+        "lift_reason": row["lift_reason"],
+    }
+
+
+class ForgetOps:
+    store: Store
+
+    def forget(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
+        """Reject the lesson and tombstone its content and address, in one transaction."""
+        scope, key, reason = validate_scope(scope), normalize_key(key), _reason(reason)
+        principal.require(WRITE, scope)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            before = fetch(conn, principal, scope, key)
+            if before is None:
+                raise CairnError("NOT_FOUND", f"no lesson at {scope} {key}")
+            if before["trust"] == "rejected":
+                live = conn.execute(
+                    select(tombstones.c.id).where(
+                        tombstones.c.tenant_id == principal.tenant_id,
+                        tombstones.c.lesson_id == before["id"],
+                        tombstones.c.lifted_at.is_(None),
+                    )
+                ).scalar()
+                if live is not None:
+                    return {"tombstone_id": live, "already": True, "scope": scope, "key": key}
+            tomb_id = conn.execute(
+                insert(tombstones).values(
+                    tenant_id=principal.tenant_id,
+                    content_hash=before["content_hash"],
+                    scope=scope,
+                    key=key,
+                    reason=reason,
+                    lesson_id=before["id"],
+                    created_at=now,
+                    created_by=principal.actor,
+                )
+            ).inserted_primary_key[0]
+            apply(
+                conn,
+                principal,
+                before,
+                dict(before, trust="rejected"),
+                "forget",
+                now,
+                detail={"tombstone_id": tomb_id, "reason": reason},
+            )
+            return {"tombstone_id": tomb_id, "already": False, "scope": scope, "key": key, "reason": reason}
+
+        return self.store.run(tx, write=True)
+
+    def unforget(self, principal: Principal, tombstone_id: int, reason: str) -> dict[str, Any]:
+        """Lift a tombstone: the one path back, audited with its reason. The lesson stays rejected."""
+        reason = _reason(reason)
+        principal.require(ADMIN)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            row = (
+                conn.execute(
+                    select(tombstones).where(
+                        tombstones.c.tenant_id == principal.tenant_id, tombstones.c.id == tombstone_id
+                    )
+                )
+                .mappings()
+                .first()
+            )
+            if row is None:
+                raise CairnError("NOT_FOUND", f"no tombstone {tombstone_id}")
+            principal.require(ADMIN, row["scope"])
+            if row["lifted_at"] is not None:
+                raise CairnError(
+                    "CONFLICT", f"tombstone {tombstone_id} was already lifted at {format_time(row['lifted_at'])}"
+                )
+            conn.execute(
+                update(tombstones)
+                .where(tombstones.c.tenant_id == principal.tenant_id, tombstones.c.id == tombstone_id)
+                .values(lifted_at=now, lifted_by=principal.actor, lift_reason=reason)
+            )
+            audit.record(
+                conn,
+                principal,
+                "unforget",
+                lesson_id=row["lesson_id"],
+                scope=row["scope"],
+                key=row["key"],
+                hash_before=row["content_hash"],
+                detail={"tombstone_id": tombstone_id, "reason": reason},
+                at=now,
+            )
+            return {"tombstone_id": tombstone_id, "lifted": True, "reason": reason}
+
+        return self.store.run(tx, write=True)
+
+    def tombstones(self, principal: Principal, *, include_lifted: bool = False) -> dict[str, Any]:
+        principal.require(READ)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            q = select(tombstones).where(tombstones.c.tenant_id == principal.tenant_id)
+            if not include_lifted:
+                q = q.where(tombstones.c.lifted_at.is_(None))
+            rows = conn.execute(q.order_by(tombstones.c.id)).mappings().all()
+            return {"tombstones": [tombstone_public(dict(r)) for r in rows if principal.can_see(r["scope"])]}
+
+        return self.store.run(tx, write=False)
+
+    # -- review -------------------------------------------------------------------------------
+    def review_queue(self, principal: Principal, *, scope: str | None = None, limit: int = 100) -> dict[str, Any]:
+        principal.require(READ)
+        if scope:
+            scope = validate_scope(scope)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            q = select(lessons).where(
+                lessons.c.tenant_id == principal.tenant_id, active_clause(now), lessons.c.trust == "candidate"
+            )
+            if scope:
+                q = q.where(lessons.c.scope == scope)
+            rows = conn.execute(q.order_by(lessons.c.created_at, lessons.c.id).limit(limit)).mappings().all()
+            return {"candidates": [public(dict(r), now) for r in rows if principal.can_see(r["scope"])]}
+
+        return self.store.run(tx, write=False)
+
+    def verify(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        """A person vouches for a candidate."""
+        scope, key = validate_scope(scope), normalize_key(key)
+        principal.require(WRITE, scope)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            before = fetch(conn, principal, scope, key)
+            if before is None or before["trust"] == "rejected":
+                raise CairnError("NOT_FOUND", f"no reviewable lesson at {scope} {key}")
+            if before["trust"] == "verified":
+                return {"changed": False, "lesson": public(before, now)}
+            row = apply(conn, principal, before, dict(before, trust="verified"), "verify", now)
+            return {"changed": True, "lesson": public(row, now)}
+
+        return self.store.run(tx, write=True)
+
+    def reject(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
+        """Reject is forget: the review decision is a tombstone, not a flag."""
+        return self.forget(principal, scope, key, reason)

@@ -1,0 +1,492 @@
+"""Export and import as JSONL: a lossless round trip, and plain records from anywhere.
+
+An export is a header line, then one line per lesson with its whole version history, then
+tombstones, then links (links name lessons by address, so they survive into a store where ids
+differ). Import validates every line before it writes anything, then writes in batches of one
+transaction each: a killed import leaves whole batches, and running it again finishes the job
+without duplicating anything (identical records are no-ops, not recurrences).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, insert, select, update
+from sqlalchemy.engine import Connection
+
+from cairn.core.content import content_hash, validate_value
+from cairn.core.keys import normalize_key
+from cairn.core.principal import READ, WRITE, Principal
+from cairn.core.scope import validate_scope
+from cairn.core.timeparse import format_time, parse_time, parse_ttl, utcnow
+from cairn.errors import CairnError
+from cairn.service import audit
+from cairn.service.lessons import LessonOps, make_write, normalize_tags
+from cairn.service.mutate import replay
+from cairn.service.records import KINDS, ORIGINS, TRUST, active_clause, fetch
+from cairn.service.tombstones import check_tombstones
+from cairn.store.schema import lesson_versions, lessons, links, tombstones
+
+FORMAT = "cairn-export"
+FORMAT_VERSION = 1
+BATCH = 500
+MAX_REPORTED_ERRORS = 20
+
+Progress = Callable[[int, int], None]
+
+
+def _t(v: datetime | None) -> str | None:
+    return format_time(v) if v is not None else None
+
+
+def _pt(v: Any, field: str) -> datetime | None:
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise CairnError("INVALID_INPUT", f"{field} must be an ISO 8601 string")
+    return parse_time(v)
+
+
+class TransferOps(LessonOps):
+    # -- export -------------------------------------------------------------------------------
+    def export(self, principal: Principal, *, active_only: bool = False, scope: str | None = None) -> Iterator[str]:
+        """Yield JSONL lines. Without ``active_only`` this is a full, lossless backup."""
+        principal.require(READ)
+        if scope is not None:
+            scope = validate_scope(scope)
+            principal.require(READ, scope)
+        elif not active_only:
+            principal.require_account_wide("export of everything")
+        lines: list[str] = []
+
+        def tx(conn: Connection) -> None:
+            now = utcnow()
+            lines.append(
+                json.dumps({"type": "header", "format": FORMAT, "version": FORMAT_VERSION, "exported_at": _t(now)})
+            )
+            q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id)
+            if active_only:
+                q = q.where(active_clause(now))
+            if scope is not None:
+                q = q.where(lessons.c.scope == scope)
+            rows = [dict(r) for r in conn.execute(q.order_by(lessons.c.id)).mappings()]
+            rows = [r for r in rows if principal.can_see(r["scope"])]
+            by_id = {r["id"]: r for r in rows}
+            for start in range(0, len(rows), BATCH):
+                chunk = rows[start : start + BATCH]
+                versions: dict[int, list[dict[str, Any]]] = {}
+                vq = (
+                    select(lesson_versions)
+                    .where(
+                        lesson_versions.c.tenant_id == principal.tenant_id,
+                        lesson_versions.c.lesson_id.in_([r["id"] for r in chunk]),
+                    )
+                    .order_by(lesson_versions.c.lesson_id, lesson_versions.c.version)
+                )
+                for v in conn.execute(vq).mappings():
+                    versions.setdefault(v["lesson_id"], []).append(dict(v))
+                for r in chunk:
+                    lines.append(json.dumps(_export_lesson(r, versions.get(r["id"], []), by_id), ensure_ascii=False))
+            if active_only:
+                return
+            tq = select(tombstones).where(tombstones.c.tenant_id == principal.tenant_id).order_by(tombstones.c.id)
+            for t in conn.execute(tq).mappings():
+                if scope is not None and t["scope"] != scope:
+                    continue
+                lines.append(
+                    json.dumps(
+                        {
+                            "type": "tombstone",
+                            "content_hash": t["content_hash"],
+                            "scope": t["scope"],
+                            "key": t["key"],
+                            "reason": t["reason"],
+                            "created_at": _t(t["created_at"]),
+                            "created_by": t["created_by"],
+                            "lifted_at": _t(t["lifted_at"]),
+                            "lifted_by": t["lifted_by"],
+                            "lift_reason": t["lift_reason"],
+                        },
+                        ensure_ascii=False,
+                    )
+                )
+            lq = select(links).where(links.c.tenant_id == principal.tenant_id).order_by(links.c.id)
+            for link in conn.execute(lq).mappings():
+                src, dst = by_id.get(link["src_id"]), by_id.get(link["dst_id"])
+                if src is None or dst is None:
+                    continue
+                lines.append(
+                    json.dumps(
+                        {
+                            "type": "link",
+                            "src": {"scope": src["scope"], "key": src["key"]},
+                            "dst": {"scope": dst["scope"], "key": dst["key"]},
+                            "rel": link["rel"],
+                            "created_at": _t(link["created_at"]),
+                            "created_by": link["created_by"],
+                        }
+                    )
+                )
+
+        self.store.run(tx, write=False)
+        yield from lines
+
+    # -- import -------------------------------------------------------------------------------
+    def import_lines(
+        self, principal: Principal, lines: Iterable[str], *, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        principal.require(WRITE)
+        records, errors = _parse_all(principal, lines)
+        if errors:
+            shown = errors[:MAX_REPORTED_ERRORS]
+            more = f" (and {len(errors) - len(shown)} more)" if len(errors) > len(shown) else ""
+            raise CairnError(
+                "INVALID_INPUT",
+                f"{len(errors)} invalid line(s), nothing was imported{more}: "
+                + "; ".join(f"line {n}: {msg}" for n, msg in shown),
+                {"errors": [{"line": n, "message": m} for n, m in shown]},
+            )
+        counts = {"created": 0, "updated": 0, "unchanged": 0, "tombstones": 0, "links": 0}
+        refused: list[dict[str, Any]] = []
+        supersessions: list[tuple[tuple[str, str], tuple[str, str]]] = []
+        total = len(records)
+        done = 0
+        for start in range(0, total, BATCH):
+            batch = records[start : start + BATCH]
+
+            def tx(conn: Connection, batch: list[tuple[int, str, Any]] = batch) -> list[tuple[str, Any]]:
+                outcomes: list[tuple[str, Any]] = []
+                for lineno, kind, rec in batch:
+                    try:
+                        outcomes.append(self._import_one(conn, principal, kind, rec, supersessions))
+                    except CairnError as exc:
+                        if exc.code not in ("TOMBSTONED", "CONFLICT", "FORBIDDEN"):
+                            raise
+                        outcomes.append(("refused", {"line": lineno, "code": exc.code, "message": exc.message}))
+                return outcomes
+
+            for outcome, info in self.store.run(tx, write=True):
+                if outcome == "refused":
+                    refused.append(info)
+                else:
+                    counts[outcome] += 1
+            done += len(batch)
+            if progress:
+                progress(done, total)
+        if supersessions:
+            self.store.run(lambda conn: _link_supersessions(conn, principal, supersessions), write=True)
+        return {**counts, "refused": refused, "records": total}
+
+    def _import_one(
+        self,
+        conn: Connection,
+        principal: Principal,
+        kind: str,
+        rec: Any,
+        supersessions: list[tuple[tuple[str, str], tuple[str, str]]],
+    ) -> tuple[str, Any]:
+        now = utcnow()
+        if kind == "plain":
+            principal.require(WRITE, rec.scope)
+            result = self._write_tx(conn, principal, rec, import_mode=True)
+            return ("unchanged" if result["action"] in ("unchanged", "recurred") else result["action"], None)
+        if kind == "lesson":
+            lesson, versions = rec
+            principal.require(WRITE, lesson["scope"])
+            existing = fetch(conn, principal, lesson["scope"], lesson["key"])
+            last = versions[-1]
+            if existing is not None:
+                if existing["version"] == last["version"] and existing["content_hash"] == last["content_hash"]:
+                    return ("unchanged", None)
+                raise CairnError(
+                    "CONFLICT",
+                    f"{lesson['scope']} {lesson['key']} already exists with a different history "
+                    f"(version {existing['version']} here, {last['version']} in the file)",
+                )
+            if last["trust"] != "rejected":
+                check_tombstones(conn, principal, last["content_hash"], lesson["scope"], lesson["key"])
+            replay(conn, principal, lesson, versions, now)
+            if lesson.get("superseded_by"):
+                sb = lesson["superseded_by"]
+                supersessions.append(((lesson["scope"], lesson["key"]), (sb["scope"], sb["key"])))
+            return ("created", None)
+        if kind == "tombstone":
+            principal.require(WRITE, rec["scope"])
+            exists = conn.execute(
+                select(tombstones.c.id).where(
+                    tombstones.c.tenant_id == principal.tenant_id,
+                    tombstones.c.content_hash == rec["content_hash"],
+                    tombstones.c.scope == rec["scope"],
+                    tombstones.c.key == rec["key"],
+                    tombstones.c.created_at == rec["created_at"],
+                )
+            ).first()
+            if exists:
+                return ("unchanged", None)
+            target = fetch(conn, principal, rec["scope"], rec["key"])
+            tid = conn.execute(
+                insert(tombstones).values(
+                    tenant_id=principal.tenant_id, lesson_id=target["id"] if target else None, **rec
+                )
+            ).inserted_primary_key[0]
+            audit.record(
+                conn,
+                principal,
+                "import-tombstone",
+                lesson_id=target["id"] if target else None,
+                scope=rec["scope"],
+                key=rec["key"],
+                hash_before=rec["content_hash"],
+                detail={"tombstone_id": tid, "lifted": rec["lifted_at"] is not None},
+                at=now,
+            )
+            return ("tombstones", None)
+        # link
+        src = fetch(conn, principal, *rec["src"])
+        dst = fetch(conn, principal, *rec["dst"])
+        if src is None or dst is None:
+            raise CairnError("CONFLICT", f"link endpoints not in the store: {rec['src']} -> {rec['dst']}")
+        exists = conn.execute(
+            select(links.c.id).where(
+                links.c.src_id == src["id"], links.c.dst_id == dst["id"], links.c.rel == rec["rel"]
+            )
+        ).first()
+        if exists:
+            return ("unchanged", None)
+        conn.execute(
+            insert(links).values(
+                tenant_id=principal.tenant_id,
+                src_id=src["id"],
+                dst_id=dst["id"],
+                rel=rec["rel"],
+                created_at=rec["created_at"],
+                created_by=rec["created_by"],
+            )
+        )
+        audit.record(
+            conn,
+            principal,
+            "link",
+            lesson_id=src["id"],
+            scope=src["scope"],
+            key=src["key"],
+            detail={"rel": rec["rel"], "to": {"scope": dst["scope"], "key": dst["key"]}, "imported": True},
+            at=now,
+        )
+        return ("links", None)
+
+
+def _link_supersessions(
+    conn: Connection, principal: Principal, pairs: list[tuple[tuple[str, str], tuple[str, str]]]
+) -> None:
+    """Restore ``superseded_by`` pointers once both ends exist (they may arrive in either order)."""
+    for old_addr, new_addr in pairs:
+        old, new = fetch(conn, principal, *old_addr), fetch(conn, principal, *new_addr)
+        if old is None or new is None or old["superseded_by"] is not None:
+            continue
+        conn.execute(
+            update(lessons)
+            .where(and_(lessons.c.tenant_id == principal.tenant_id, lessons.c.id == old["id"]))
+            .values(superseded_by=new["id"])
+        )
+
+
+def _export_lesson(r: dict[str, Any], versions: list[dict[str, Any]], by_id: dict[int, Any]) -> dict[str, Any]:
+    sb = by_id.get(r["superseded_by"]) if r["superseded_by"] else None
+    return {
+        "type": "lesson",
+        "scope": r["scope"],
+        "key": r["key"],
+        "origin": r["origin"],
+        "author": r["author"],
+        "url": r["url"],
+        "archived_at": _t(r["archived_at"]),
+        "superseded_by": {"scope": sb["scope"], "key": sb["key"]} if sb else None,
+        "created_at": _t(r["created_at"]),
+        "created_by": r["created_by"],
+        "versions": [
+            {
+                "version": v["version"],
+                "action": v["action"],
+                "value": v["value"],
+                "content_hash": v["content_hash"],
+                "tags": json.loads(v["tags"]),
+                "kind": v["kind"],
+                "source_agent": v["source_agent"],
+                "trigger": v["trigger"],
+                "trust": v["trust"],
+                "archived": bool(v["archived"]),
+                "seen_count": v["seen_count"],
+                "helped_count": v["helped_count"],
+                "not_helped_count": v["not_helped_count"],
+                "valid_from": _t(v["valid_from"]),
+                "valid_to": _t(v["valid_to"]),
+                "expires_at": _t(v["expires_at"]),
+                "recorded_at": _t(v["recorded_at"]),
+                "actor": v["actor"],
+                "session": v["session"],
+            }
+            for v in versions
+        ],
+    }
+
+
+def _parse_all(principal: Principal, lines: Iterable[str]) -> tuple[list[tuple[int, str, Any]], list[tuple[int, str]]]:
+    records: list[tuple[int, str, Any]] = []
+    errors: list[tuple[int, str]] = []
+    for n, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            errors.append((n, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        if not isinstance(obj, dict):
+            errors.append((n, "each line must be a JSON object"))
+            continue
+        try:
+            parsed = _parse_record(principal, obj)
+        except CairnError as exc:
+            errors.append((n, f"{exc.code}: {exc.message}"))
+            continue
+        except (KeyError, TypeError, ValueError) as exc:
+            errors.append((n, f"malformed record ({exc})"))
+            continue
+        if parsed is not None:
+            records.append((n, parsed[0], parsed[1]))
+    return records, errors
+
+
+def _parse_record(principal: Principal, obj: dict[str, Any]) -> tuple[str, Any] | None:
+    kind = obj.get("type")
+    if kind == "header":
+        if obj.get("format") != FORMAT or obj.get("version") != FORMAT_VERSION:
+            raise CairnError(
+                "INVALID_INPUT", f"unsupported export format {obj.get('format')!r} v{obj.get('version')!r}"
+            )
+        return None
+    if kind is None:
+        for field in ("scope", "key", "value"):
+            if not isinstance(obj.get(field), str):
+                raise CairnError("INVALID_INPUT", f'a plain record needs "{field}" as a string')
+        ttl = obj.get("ttl")
+        return (
+            "plain",
+            make_write(
+                principal,
+                obj["scope"],
+                obj["key"],
+                obj["value"],
+                tags=obj.get("tags") or [],
+                kind=obj.get("kind") or "lesson",
+                source_agent=obj.get("source_agent"),
+                trigger=obj.get("trigger"),
+                ttl=parse_ttl(str(ttl)) if ttl is not None else None,
+                valid_from=_pt(obj.get("valid_from"), "valid_from"),
+                valid_to=_pt(obj.get("valid_to"), "valid_to"),
+                origin="import",
+                author=obj.get("author"),
+                url=obj.get("url"),
+            ),
+        )
+    if kind == "lesson":
+        scope, key = validate_scope(obj["scope"]), normalize_key(obj["key"])
+        if obj.get("origin") not in ORIGINS:
+            raise CairnError("INVALID_INPUT", f"origin must be one of {', '.join(ORIGINS)}")
+        raw_versions = obj["versions"]
+        if not isinstance(raw_versions, list) or not raw_versions:
+            raise CairnError("INVALID_INPUT", "a lesson record needs a non-empty versions list")
+        versions = []
+        for v in raw_versions:
+            value = validate_value(v["value"])
+            if v["trust"] not in TRUST or v["kind"] not in KINDS:
+                raise CairnError("INVALID_INPUT", f"version {v.get('version')}: bad trust or kind")
+            versions.append(
+                {
+                    "version": int(v["version"]),
+                    "action": str(v["action"])[:24],
+                    "value": value,
+                    "content_hash": content_hash(value),
+                    "tags": json.dumps(normalize_tags(v.get("tags") or [])),
+                    "kind": v["kind"],
+                    "source_agent": v.get("source_agent"),
+                    "trigger": v.get("trigger"),
+                    "trust": v["trust"],
+                    "archived": bool(v.get("archived")),
+                    "seen_count": int(v.get("seen_count", 1)),
+                    "helped_count": int(v.get("helped_count", 0)),
+                    "not_helped_count": int(v.get("not_helped_count", 0)),
+                    "valid_from": _pt(v.get("valid_from"), "valid_from"),
+                    "valid_to": _pt(v.get("valid_to"), "valid_to"),
+                    "expires_at": _pt(v.get("expires_at"), "expires_at"),
+                    "recorded_at": _pt(v["recorded_at"], "recorded_at"),
+                    "actor": str(v["actor"]),
+                    "session": v.get("session"),
+                }
+            )
+        numbers = [v["version"] for v in versions]
+        if numbers != sorted(set(numbers)):
+            raise CairnError("INVALID_INPUT", "versions must be unique and in ascending order")
+        lesson = {
+            "scope": scope,
+            "key": key,
+            "origin": obj["origin"],
+            "author": obj.get("author"),
+            "url": obj.get("url"),
+            "archived_at": _pt(obj.get("archived_at"), "archived_at"),
+            "created_at": _pt(obj["created_at"], "created_at"),
+            "created_by": str(obj["created_by"]),
+            "superseded_by": _addr(obj["superseded_by"]) if obj.get("superseded_by") else None,
+        }
+        if lesson["superseded_by"]:
+            lesson["superseded_by"] = {"scope": lesson["superseded_by"][0], "key": lesson["superseded_by"][1]}
+        return ("lesson", (lesson, versions))
+    if kind == "tombstone":
+        reason = str(obj["reason"]).strip()
+        if not reason:
+            raise CairnError("INVALID_INPUT", "a tombstone needs a reason")
+        chash = obj["content_hash"]
+        if not (isinstance(chash, str) and len(chash) == 64 and all(c in "0123456789abcdef" for c in chash)):
+            raise CairnError("INVALID_INPUT", "content_hash must be 64 lowercase hex characters")
+        return (
+            "tombstone",
+            {
+                "content_hash": chash,
+                "scope": validate_scope(obj["scope"]),
+                "key": normalize_key(obj["key"]),
+                "reason": reason,
+                "created_at": _pt(obj["created_at"], "created_at"),
+                "created_by": str(obj["created_by"]),
+                "lifted_at": _pt(obj.get("lifted_at"), "lifted_at"),
+                "lifted_by": obj.get("lifted_by"),
+                "lift_reason": obj.get("lift_reason"),
+            },
+        )
+    if kind == "link":
+        rel = obj["rel"]
+        if rel not in ("related", "contradicts", "derived_from", "supersedes"):
+            raise CairnError("INVALID_INPUT", f"unknown link rel {rel!r}")
+        return (
+            "link",
+            {
+                "src": _addr(obj["src"]),
+                "dst": _addr(obj["dst"]),
+                "rel": rel,
+                "created_at": _pt(obj["created_at"], "created_at"),
+                "created_by": str(obj["created_by"]),
+            },
+        )
+    raise CairnError(
+        "INVALID_INPUT", f"unknown record type {kind!r} (expected lesson, tombstone, link or a plain record)"
+    )
+
+
+def _addr(obj: Any) -> tuple[str, str]:
+    if not isinstance(obj, dict):
+        raise CairnError("INVALID_INPUT", 'an address is {"scope": ..., "key": ...}')
+    return validate_scope(obj["scope"]), normalize_key(obj["key"])

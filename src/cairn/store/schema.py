@@ -1,0 +1,182 @@
+"""The schema as SQLAlchemy Core metadata: what queries are built from.
+
+The migrations in ``cairn/store/migrations/versions`` are the history that creates these tables and
+explain every choice; this module is the current shape. ``tests/store/test_schema.py`` checks that
+the two agree, so a column added here without a migration fails the suite.
+
+Every tenant-owned table carries ``tenant_id`` and every query in ``cairn.store`` and
+``cairn.service`` filters on it: on SQLite that predicate *is* the tenancy boundary.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from cairn.store.types import IdType, UTCDateTime
+
+metadata = MetaData()
+
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+lessons = Table(
+    "lessons",
+    metadata,
+    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("scope", String(300), nullable=False),
+    Column("key", String(200), nullable=False),
+    Column("value", Text, nullable=False),
+    Column("tags", Text, nullable=False),  # JSON list, mirrored in lesson_tags for filtering
+    Column("kind", String(16), nullable=False),
+    Column("source_agent", Text),
+    Column("trigger", Text),
+    Column("origin", String(16), nullable=False),
+    Column("author", Text),
+    Column("url", Text),
+    Column("trust", String(16), nullable=False),
+    Column("seen_count", Integer, nullable=False),
+    Column("helped_count", Integer, nullable=False),
+    Column("not_helped_count", Integer, nullable=False),
+    Column("valid_from", UTCDateTime),
+    Column("valid_to", UTCDateTime),
+    Column("expires_at", UTCDateTime),
+    Column("archived_at", UTCDateTime),
+    Column("superseded_by", IdType),
+    Column("version", Integer, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("updated_by", Text, nullable=False),
+    UniqueConstraint("tenant_id", "scope", "key", name="uq_lessons_address"),
+    Index("ix_lessons_tenant_hash", "tenant_id", "content_hash"),
+    Index("ix_lessons_tenant_key", "tenant_id", "key"),
+    Index("ix_lessons_tenant_scope_updated", "tenant_id", "scope", "updated_at"),
+    Index("ix_lessons_tenant_expires", "tenant_id", "expires_at"),
+    Index("ix_lessons_tenant_archived", "tenant_id", "archived_at"),
+)
+
+lesson_versions = Table(
+    "lesson_versions",
+    metadata,
+    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("lesson_id", IdType, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("action", String(24), nullable=False),
+    Column("scope", String(300), nullable=False),
+    Column("key", String(200), nullable=False),
+    Column("value", Text, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("tags", Text, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("source_agent", Text),
+    Column("trigger", Text),
+    Column("trust", String(16), nullable=False),
+    Column("archived", Boolean, nullable=False),
+    Column("seen_count", Integer, nullable=False),
+    Column("helped_count", Integer, nullable=False),
+    Column("not_helped_count", Integer, nullable=False),
+    Column("valid_from", UTCDateTime),
+    Column("valid_to", UTCDateTime),
+    Column("expires_at", UTCDateTime),
+    Column("recorded_at", UTCDateTime, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("session", Text),
+    UniqueConstraint("lesson_id", "version", name="uq_versions_lesson_version"),
+    Index("ix_versions_tenant_lesson", "tenant_id", "lesson_id"),
+)
+
+lesson_tags = Table(
+    "lesson_tags",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("lesson_id", IdType, primary_key=True),
+    Column("tag", String(64), primary_key=True),
+    Index("ix_tags_tenant_tag", "tenant_id", "tag"),
+)
+
+sightings = Table(
+    "sightings",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("lesson_id", IdType, primary_key=True),
+    Column("session", String(200), primary_key=True),
+    Column("seen_at", UTCDateTime, nullable=False),
+)
+
+links = Table(
+    "links",
+    metadata,
+    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("src_id", IdType, nullable=False),
+    Column("dst_id", IdType, nullable=False),
+    Column("rel", String(24), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    UniqueConstraint("src_id", "dst_id", "rel", name="uq_links_edge"),
+    Index("ix_links_tenant_src", "tenant_id", "src_id"),
+    Index("ix_links_tenant_dst", "tenant_id", "dst_id"),
+)
+
+tombstones = Table(
+    "tombstones",
+    metadata,
+    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("scope", String(300), nullable=False),
+    Column("key", String(200), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("lesson_id", IdType),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("lifted_at", UTCDateTime),
+    Column("lifted_by", Text),
+    Column("lift_reason", Text),
+    Index("ix_tombstones_tenant_hash", "tenant_id", "content_hash"),
+    Index("ix_tombstones_tenant_address", "tenant_id", "scope", "key"),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("session", Text),
+    Column("action", String(32), nullable=False),
+    Column("lesson_id", IdType),
+    Column("scope", String(300)),
+    Column("key", String(200)),
+    Column("version_before", Integer),
+    Column("version_after", Integer),
+    Column("hash_before", String(64)),
+    Column("hash_after", String(64)),
+    Column("detail", Text, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("row_hash", String(64), nullable=False),
+    UniqueConstraint("tenant_id", "seq", name="uq_audit_tenant_seq"),
+    Index("ix_audit_tenant_lesson", "tenant_id", "lesson_id"),
+    Index("ix_audit_tenant_at", "tenant_id", "at"),
+)

@@ -60,9 +60,9 @@ def run(argv: list[str], g: Globals, out: Output) -> int:
         path = exc.ctx.command_path if exc.ctx else "cairn"
         hint = f" (see: {path} --help)"
         raise CairnError("INVALID_INPUT", exc.format_message() + hint) from None
-    except click.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.Abort:
+    except typer.Abort:
         raise CairnError("INTERNAL", "aborted") from None
     return result if isinstance(result, int) else 0
 

@@ -29,7 +29,7 @@ from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.service.mutate import apply
-from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, public, status
+from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, public, status
 from cairn.service.tombstones import check_tombstones
 from cairn.settings import Settings
 from cairn.store.engine import Store
@@ -346,11 +346,13 @@ class LessonOps:
                 raise CairnError("NOT_FOUND", f"no lesson at {scope} {key} (it was rejected)")
             if as_of is None and valid_at is None:
                 if state != "active":
-                    raise CairnError(
-                        "NOT_FOUND",
-                        f"the lesson at {scope} {key} is {state}",
-                        {"scope": scope, "key": key, "status": state},
-                    )
+                    data: dict[str, Any] = {"scope": scope, "key": key, "status": state}
+                    message = f"the lesson at {scope} {key} is {state}"
+                    successor = fetch_id(conn, principal, row["superseded_by"]) if row["superseded_by"] else None
+                    if successor is not None:
+                        data["superseded_by"] = {"scope": successor["scope"], "key": successor["key"]}
+                        message += f" by {successor['scope']} {successor['key']}"
+                    raise CairnError("NOT_FOUND", message, data)
                 return {"lesson": public(row, now)}
             versions = self._versions(conn, principal, row["id"])
             chosen = None

@@ -1,0 +1,45 @@
+# Two commands matter: `make run` and `make test`. Both set everything up first, from nothing
+# but Python 3.11 and the package registries.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup run demo test lint bench bench-store bench-embed eval clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## make run: a guided demo of the lesson store on a fresh embedded (SQLite) store.
+run: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+
+demo: run
+
+## make test: lint, then the whole suite (real SQLite, real subprocesses, no mocks of our own code).
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check src
+
+bench: bench-store bench-embed
+
+bench-store: setup
+	$(BIN)/python bench/store_bench.py
+
+bench-embed: setup
+	$(BIN)/python bench/embed_bench.py
+
+eval: setup
+	$(BIN)/python evals/run_eval.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache bench/out evals/out

@@ -1,0 +1,93 @@
+"""Lesson values: what may be stored, and what counts as "the same content".
+
+Content identity drives two promises: a forgotten lesson stays forgotten (the tombstone is keyed on
+the content hash, whatever key it comes back under) and a repeated lesson recurs instead of being
+copied. Both fail if trivial rewording escapes them, so identity ignores case, punctuation,
+symbols, spacing and invisible format characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+
+from cairn.errors import CairnError
+
+MAX_VALUE_BYTES = 65536
+ELLIPSIS = "…"
+
+
+def validate_value(text: str) -> str:
+    """Return the value as it will be stored, or refuse it.
+
+    Only trailing whitespace is removed: leading indentation and inner layout are often the lesson
+    (a code block, a command). The size limit applies to the stored form, in UTF-8 bytes, because
+    that is what the database and the embedding pipeline pay for.
+    """
+    if not isinstance(text, str):
+        raise CairnError("INVALID_VALUE", f"value must be a string, not {type(text).__name__}")
+    nul = text.find("\x00")
+    if nul != -1:
+        message = f"value contains a NUL character (at offset {nul})"
+        raise CairnError("INVALID_VALUE", message, {"offset": nul})
+    stored = text.rstrip()
+    if not stored:
+        raise CairnError("INVALID_VALUE", "value is empty" if not text else "value is only whitespace")
+    try:
+        size = len(stored.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        # Lone surrogates arrive from JSON ("\ud800"); they cannot be stored as UTF-8.
+        raise CairnError(
+            "INVALID_VALUE",
+            f"value is not valid Unicode (unpaired surrogate at offset {exc.start})",
+            {"offset": exc.start},
+        ) from None
+    if size > MAX_VALUE_BYTES:
+        raise CairnError(
+            "VALUE_TOO_LARGE",
+            f"value is {size} bytes (UTF-8); the limit is {MAX_VALUE_BYTES} bytes (64 KiB)",
+            {"size": size, "limit": MAX_VALUE_BYTES},
+        )
+    return stored
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _strip_invisible(text: str) -> str:
+    # Format characters (zero-width space/joiner, BOM, bidi controls), non-whitespace controls and
+    # surrogates are deleted outright rather than turned into spaces: inserting one inside a word
+    # must not make it a different word, or a tombstone could be dodged with a U+200B.
+    return "".join(ch for ch in text if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+
+
+def normalize_content(text: str) -> str:
+    """The form two values share when they say the same thing in trivially different ways.
+
+    Invisible characters go before folding, not after: deleting one later could bring a base
+    letter next to a combining mark that NFKC would then compose, and a stored normal form must
+    be a fixed point (normalizing it again never changes it).
+    """
+    folded = _fold(_strip_invisible(text))
+    # Punctuation and symbols become spaces, not nothing: "--no-cache" must read as "no cache".
+    spaced = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in folded)
+    return " ".join(spaced.split())
+
+
+def content_hash(text: str) -> str:
+    """Identity of a value's content (tombstones, recurrence), stable across rewording noise."""
+    return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+
+
+def first_line(text: str, limit: int = 160) -> str:
+    """A one-line title for listings: the first non-blank line, cut to ``limit`` characters.
+
+    The ellipsis counts toward the limit so that callers can budget characters exactly.
+    """
+    if limit < 1:
+        raise CairnError("INVALID_INPUT", f"first_line limit must be at least 1, got {limit}")
+    line = next((candidate.strip() for candidate in text.splitlines() if candidate.strip()), "")
+    if len(line) <= limit:
+        return line
+    return line[: limit - 1].rstrip() + ELLIPSIS

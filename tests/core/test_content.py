@@ -1,0 +1,180 @@
+import hashlib
+import re
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from cairn.core.content import MAX_VALUE_BYTES, content_hash, first_line, normalize_content, validate_value
+from cairn.errors import CairnError
+
+WORD = st.from_regex(r"[A-Za-z0-9]{1,10}", fullmatch=True)
+# Runs that identity must ignore between words: whitespace, punctuation, symbols, invisible marks.
+NOISE = st.text(alphabet=" \t\n\r\u00a0\u3000.,;:!?-_—–/\\()[]{}<>\"'`*#@$%^&+=~|§©°€", min_size=1, max_size=5)
+INVISIBLE = st.sampled_from(["\u200b", "\u200c", "\u200d", "\ufeff", "\u2060", "\u00ad"])
+
+
+def refuse(text, code):
+    with pytest.raises(CairnError) as info:
+        validate_value(text)
+    assert info.value.code == code
+    return info.value
+
+
+# --- validate_value -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("hello", "hello"),
+        ("hello  \n\n\t", "hello"),
+        ("    indented code\n  kept", "    indented code\n  kept"),
+        ("a\n\n\nb", "a\n\n\nb"),
+        ("x" * MAX_VALUE_BYTES, "x" * MAX_VALUE_BYTES),
+    ],
+)
+def test_validate_value_accepts(text, stored):
+    assert validate_value(text) == stored
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\t  \r\n", "\u3000"])
+def test_validate_value_refuses_empty(text):
+    refuse(text, "INVALID_VALUE")
+
+
+def test_validate_value_refuses_nul():
+    error = refuse("abc\x00def", "INVALID_VALUE")
+    assert "NUL" in error.message
+    assert error.data["offset"] == 3
+
+
+def test_validate_value_refuses_lone_surrogates():
+    refuse("abc\ud800", "INVALID_VALUE")
+
+
+def test_validate_value_refuses_non_string():
+    refuse(None, "INVALID_VALUE")
+
+
+def test_validate_value_too_large_gives_size_and_limit():
+    text = "é" * (MAX_VALUE_BYTES // 2 + 1)  # two bytes each in UTF-8
+    error = refuse(text, "VALUE_TOO_LARGE")
+    size = len(text.encode("utf-8"))
+    assert str(size) in error.message
+    assert str(MAX_VALUE_BYTES) in error.message
+    assert error.data == {"size": size, "limit": MAX_VALUE_BYTES}
+
+
+def test_validate_value_limit_is_on_the_stored_form():
+    assert validate_value("x" * MAX_VALUE_BYTES + "   \n") == "x" * MAX_VALUE_BYTES
+    refuse("x" * (MAX_VALUE_BYTES + 1), "VALUE_TOO_LARGE")
+
+
+# --- normalize_content / content_hash -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Use  --no-cache!", "use no cache"),
+        ("Run `pytest -x`.", "run pytest x"),
+        ("HELLO\n\n  World", "hello world"),
+        ("ﬁle ＦＵＬＬ", "file full"),
+        ("Stra\u00dfe", "STRASSE"),
+        ("zero\u200bwidth", "zerowidth"),
+        ("price: $5 + 10%", "price 5 10"),
+    ],
+)
+def test_same_content(a, b):
+    assert normalize_content(a) == normalize_content(b)
+    assert content_hash(a) == content_hash(b)
+
+
+def test_normalize_content_example():
+    assert normalize_content("Use  --no-cache!") == "use no cache"
+
+
+def test_different_content_differs():
+    assert content_hash("use no cache") != content_hash("use the cache")
+    assert content_hash("café") != content_hash("cafe")
+
+
+def test_content_hash_is_sha256_of_the_normal_form():
+    text = "Use  --no-cache!"
+    expected = hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+    assert content_hash(text) == expected
+    assert re.fullmatch(r"[0-9a-f]{64}", expected)
+
+
+def test_content_hash_survives_lone_surrogates():
+    assert content_hash("a\ud800b") == content_hash("ab")
+
+
+@given(st.text())
+@example("e\u200b\u0301")
+@example("\u0345")
+@example("a\u00b4")
+def test_normalize_content_idempotent(text):
+    normal = normalize_content(text)
+    assert normalize_content(normal) == normal
+    assert normal == normal.strip()
+    assert "  " not in normal
+
+
+@given(st.lists(WORD, min_size=1, max_size=8), st.data())
+def test_case_whitespace_punctuation_and_invisibles_do_not_matter(words, data):
+    plain = " ".join(words).lower()
+    noisy = data.draw(NOISE) if data.draw(st.booleans()) else ""
+    for i, word in enumerate(words):
+        if data.draw(st.booleans()) and len(word) > 1:
+            cut = data.draw(st.integers(1, len(word) - 1))
+            word = word[:cut] + data.draw(INVISIBLE) + word[cut:]
+        noisy += word.upper() if i % 2 else word.swapcase()
+        noisy += data.draw(NOISE)
+    assert normalize_content(noisy) == plain
+    assert content_hash(noisy) == content_hash(plain)
+
+
+@given(st.text(alphabet=st.characters(codec="ascii"), max_size=60))
+def test_ascii_case_insensitive(text):
+    assert content_hash(text.upper()) == content_hash(text.lower()) == content_hash(text)
+
+
+# --- first_line -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "line"),
+    [
+        ("title\nbody", 160, "title"),
+        ("\n\n   \n  indented title  \nbody", 160, "indented title"),
+        ("", 160, ""),
+        ("   \n\t", 160, ""),
+        ("abcdef", 6, "abcdef"),
+        ("abcdefg", 6, "abcde…"),
+        ("abcd efg", 6, "abcd…"),
+        ("x\r\ny", 160, "x"),
+    ],
+)
+def test_first_line(text, limit, line):
+    assert first_line(text, limit) == line
+
+
+def test_first_line_default_limit():
+    line = first_line("y" * 500)
+    assert len(line) == 160
+    assert line.endswith("…")
+
+
+def test_first_line_refuses_a_non_positive_limit():
+    with pytest.raises(CairnError) as info:
+        first_line("x", 0)
+    assert info.value.code == "INVALID_INPUT"
+
+
+@given(st.text(), st.integers(1, 300))
+def test_first_line_respects_the_limit(text, limit):
+    line = first_line(text, limit)
+    assert len(line) <= limit
+    assert "\n" not in line

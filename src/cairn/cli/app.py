@@ -406,6 +406,61 @@ def audit_verify() -> int:
     return 0
 
 
+RepoOpt = Annotated[
+    str | None, typer.Option(help="Working context: OWNER/NAME (ladder: branch, repo, project, global)")
+]
+BranchOpt = Annotated[str | None, typer.Option(help="Working context: branch name")]
+ProjectOpt = Annotated[str | None, typer.Option(help="Working context: project name")]
+ScopesOpt = Annotated[list[str] | None, typer.Option("--scope", help="Search only these scopes (repeatable)")]
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Words or a question")],
+    scope: ScopesOpt = None,
+    repo: RepoOpt = None,
+    branch: BranchOpt = None,
+    project: ProjectOpt = None,
+    tag: Annotated[str | None, typer.Option(help="Only lessons with this tag")] = None,
+    trust: Annotated[str | None, typer.Option(help="candidate | verified")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many results (1-100)")] = 10,
+    mode: Annotated[str, typer.Option(help="hybrid | fts | vector")] = "hybrid",
+) -> None:
+    """Hybrid search (full text + meaning), ranked; with a repo/branch/project context it follows the ladder."""
+    service, p = svc()
+    result = service.search(
+        p, query, scopes=scope, repo=repo, branch=branch, project=project, tag=tag, trust=trust, limit=limit, mode=mode
+    )
+    S.out.ok(result, render.search(result))
+
+
+@app.command()
+def recall(
+    text: Annotated[str | None, typer.Option("--text", help="The failure text (default: read stdin)")] = None,
+    scope: ScopesOpt = None,
+    repo: RepoOpt = None,
+    branch: BranchOpt = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Given a failed tool call's output, print at most 3 lessons that fit — or nothing."""
+    service, p = svc()
+    if text is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise CairnError("INVALID_INPUT", "no failure text: pass --text or pipe the output on stdin")
+        text = sys.stdin.read()
+    result = service.recall(p, text, scopes=scope, repo=repo, branch=branch, project=project)
+    S.out.ok(result, render.recall(result))
+
+
+@app.command()
+def reindex() -> None:
+    """Rebuild the full-text index and every embedding (e.g. after an embedding model change)."""
+    service, p = svc()
+    with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="embedding") as tick:
+        result = service.reindex(p, progress=tick)
+    S.out.ok(result, f"reindexed {result['indexed']} lesson(s); {result['embedded']} embedded with {result['model']}")
+
+
 @app.command("export")
 def export_(
     file: Annotated[str | None, typer.Argument(help="Output file; '-' or omitted = stdout")] = None,

@@ -21,6 +21,7 @@ class Globals:
     home: str | None = None
     session: str | None = None
     verb: str = "cairn"
+    error: str | None = None  # a global option without its value
 
 
 def split_globals(argv: list[str]) -> tuple[Globals, list[str]]:
@@ -35,22 +36,32 @@ def split_globals(argv: list[str]) -> tuple[Globals, list[str]]:
             break
         if arg in GLOBAL_FLAGS:
             setattr(g, GLOBAL_FLAGS[arg], True)
-        elif arg in GLOBAL_OPTIONS and i + 1 < len(argv):
-            setattr(g, GLOBAL_OPTIONS[arg], argv[i + 1])
-            i += 1
+        elif arg in GLOBAL_OPTIONS:
+            if i + 1 < len(argv):
+                setattr(g, GLOBAL_OPTIONS[arg], argv[i + 1])
+                i += 1
+            else:
+                g.error = f"{arg} needs a value, e.g. {arg} {'DIR' if arg == '--home' else 'ID'}"
         elif "=" in arg and arg.split("=", 1)[0] in GLOBAL_OPTIONS:
             name, value = arg.split("=", 1)
             setattr(g, GLOBAL_OPTIONS[name], value)
         else:
             rest.append(arg)
         i += 1
-    words = [a for a in rest if not a.startswith("-")]
-    g.verb = (
-        " ".join(words[:2])
-        if words[:1] in (["review"], ["audit"]) and len(words) > 1
-        else (words[0] if words else "cairn")
-    )
+    g.verb = _verb(rest)
     return g, rest
+
+
+def _verb(rest: list[str]) -> str:
+    """The command's name for the envelope: ``review verify``, but ``audit`` for ``audit --lesson S K``."""
+    for i, arg in enumerate(rest):
+        if arg.startswith("-"):
+            continue
+        nxt = rest[i + 1] if i + 1 < len(rest) else ""
+        if arg in ("review", "audit") and nxt and not nxt.startswith("-"):
+            return f"{arg} {nxt}"
+        return arg
+    return "cairn"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     from cairn.errors import CairnError
 
     out = output.Output(json_mode=g.json, verb=g.verb)
+    if g.error:
+        out.fail(CairnError("INVALID_INPUT", g.error))
+        return 1
     try:
         from cairn.cli.app import run
 

@@ -36,7 +36,9 @@ ERROR_NOISE = frozenset(
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*[/\\])+[\w.-]*")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
-_HEX = re.compile(r"\b(?:0x)?[0-9a-f]*\d[0-9a-f]*[a-f][0-9a-f]*\b|\b[0-9a-f]*[a-f][0-9a-f]*\d[0-9a-f]*\b", re.I)
+# Hex ids: anything 0x-prefixed, and runs of 6+ hex digits mixing digits and letters (commit, object
+# and container ids). Shorter mixes (E501, e2e, TS2345) are codes and identifiers, and stay.
+_HEX = re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I)
 _TIME = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b|\b\d{2}:\d{2}:\d{2}\b"
 )
@@ -93,7 +95,7 @@ def distill(text: str, max_terms: int = 24) -> list[str]:
     for raw in re.findall(r"[^\W\d][\w.-]*", cleaned, re.UNICODE):
         raw = raw.strip(".-")
         candidates = [raw.lower()]
-        if re.search(r"[a-z][A-Z]|_", raw):
+        if re.search(r"[a-z][A-Z]|[A-Z]{2}[a-z]|_", raw):  # camelCase, ACRONYMWord, snake_case
             candidates += split_identifier(raw)
         for c in candidates:
             if len(c) > 1 and c not in STOP_WORDS and c not in ERROR_NOISE and not c.isdigit():
@@ -101,13 +103,29 @@ def distill(text: str, max_terms: int = 24) -> list[str]:
     return list(dict.fromkeys(terms))[:max_terms]
 
 
-def rrf(arms: Sequence[Sequence[int]], k: int = RRF_K) -> dict[int, float]:
-    """Reciprocal rank fusion: each arm contributes 1/(k + rank) for every id it returned."""
+def rrf(
+    arms: Sequence[Sequence[int]], k: int = RRF_K, weights: Sequence[float] | None = None
+) -> dict[int, float]:
+    """Reciprocal rank fusion: each arm contributes weight/(k + rank) for every id it returned."""
     scores: dict[int, float] = {}
-    for arm in arms:
+    for n, arm in enumerate(arms):
+        w = 1.0 if weights is None else weights[n]
         for rank, item in enumerate(arm, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            scores[item] = scores.get(item, 0.0) + w / (k + rank)
     return scores
+
+
+def distinctiveness(similarities: Sequence[float], window: int = 5) -> list[float]:
+    """How far each similarity (sorted high to low) stands above the next ``window`` ones.
+
+    An unrelated query meets a flat field of middling similarities; a query a lesson answers
+    meets one that stands out. Recall's relevance adds this margin to the raw cosine.
+    """
+    out = []
+    for i, s in enumerate(similarities):
+        below = similarities[i + 1 : i + 1 + window]
+        out.append(s - (sum(below) / len(below)) if below else 0.0)
+    return out
 
 
 def snippet(value: str, terms: Iterable[str], width: int = 160) -> str:

@@ -15,6 +15,7 @@ from cairn.service.graph import GraphOps
 from cairn.service.ledger import LedgerOps
 from cairn.service.lifecycle import LifecycleOps
 from cairn.service.purge import PurgeOps
+from cairn.service.search import SearchOps
 from cairn.service.tombstones import ForgetOps
 from cairn.service.transfer import TransferOps
 from cairn.settings import Settings
@@ -22,7 +23,7 @@ from cairn.store.engine import Store
 from cairn.store.schema import tenants
 
 
-class Cairn(LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps):
+class Cairn(LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps, SearchOps):
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()

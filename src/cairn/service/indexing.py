@@ -1,42 +1,50 @@
 """Search indexes kept in step with lessons inside the mutating transaction.
 
-Every mutation calls ``sync`` with the lesson's new state and purge calls ``drop``; an index
-backend (full text, vectors) registers itself here. Keeping the calls in the one mutation path
-means a lesson that leaves the active set leaves every index in the same commit.
+``mutate.apply`` calls ``sync`` with every lesson's new state and purge calls ``drop``: a lesson
+that leaves the active set leaves the full-text index and the vector index in the same commit.
+Embedding itself is deferred (``embed_queue``); see ``service/search.py`` for why and when it runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+import os
 from typing import Any
 
+from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 
-SyncHook = Callable[[Connection, dict[str, Any], bool], None]
-DropHook = Callable[[Connection, int], None]
-
-_SYNC: list[SyncHook] = []
-_DROP: list[DropHook] = []
+from cairn.core.timeparse import utcnow
+from cairn.store import search_index as ix
+from cairn.store.schema import embed_queue, lesson_embeddings
 
 
-def register(sync: SyncHook, drop: DropHook) -> None:
-    if sync not in _SYNC:
-        _SYNC.append(sync)
-        _DROP.append(drop)
+def configured_model() -> str:
+    """The embedding model new vectors are made with, without loading it."""
+    from cairn.search.embed import ENV_MODEL, MODEL_NAME
+
+    return os.environ.get(ENV_MODEL, "").strip() or MODEL_NAME
 
 
 def sync(conn: Connection, row: dict[str, Any], active: bool) -> None:
-    for hook in _SYNC:
-        hook(conn, row, active)
+    if not active:
+        drop(conn, row["id"])
+        return
+    ix.fts_put(conn, row)
+    current = conn.execute(
+        select(lesson_embeddings.c.content_hash, lesson_embeddings.c.dim).where(
+            lesson_embeddings.c.lesson_id == row["id"], lesson_embeddings.c.model == configured_model()
+        )
+    ).first()
+    if current is not None and current.content_hash == row["content_hash"]:
+        # Same text, same vector: only the filter columns (scope, trust, expiry) may have changed.
+        ix.vec_refresh(conn, ix.vec_table(configured_model(), current.dim), row)
+        return
+    if conn.execute(select(embed_queue.c.lesson_id).where(embed_queue.c.lesson_id == row["id"])).first() is None:
+        conn.execute(insert(embed_queue).values(lesson_id=row["id"], tenant_id=row["tenant_id"], queued_at=utcnow()))
 
 
 def drop(conn: Connection, lesson_id: int) -> None:
-    for hook in _DROP:
-        hook(conn, lesson_id)
-
-
-def is_active_now(row: dict[str, Any], now: datetime) -> bool:
-    from cairn.service.records import status
-
-    return status(row, now) == "active"
+    ix.fts_drop(conn, lesson_id)
+    ix.vec_drop(conn, lesson_id)
+    conn.execute(delete(lesson_embeddings).where(lesson_embeddings.c.lesson_id == lesson_id))
+    conn.execute(delete(embed_queue).where(embed_queue.c.lesson_id == lesson_id))

@@ -13,6 +13,7 @@ from cairn.core.principal import ADMIN, READ, Principal
 from cairn.core.scope import validate_scope
 from cairn.errors import CairnError
 from cairn.service import audit
+from cairn.service.records import visible_rows
 from cairn.store.engine import Store
 from cairn.store.schema import audit_log
 
@@ -44,11 +45,8 @@ class LedgerOps:
                 q = q.where(audit_log.c.scope == scope, audit_log.c.key == key)
             if since is not None:
                 q = q.where(audit_log.c.at >= since)
-            rows = conn.execute(q.order_by(audit_log.c.seq.desc()).limit(limit)).mappings().all()
-            entries = [
-                audit.public(dict(r)) for r in reversed(rows) if r["scope"] is None or principal.can_see(r["scope"])
-            ]
-            return {"entries": entries}
+            rows = visible_rows(conn, principal, q.order_by(audit_log.c.seq.desc()), limit, unscoped_ok=True)
+            return {"entries": [audit.public(r) for r in reversed(rows)]}
 
         return self.store.run(tx, write=False)
 

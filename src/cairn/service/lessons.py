@@ -29,7 +29,7 @@ from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.service.mutate import apply
-from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, public, status
+from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, public, status, visible_rows
 from cairn.service.tombstones import check_tombstones
 from cairn.settings import Settings
 from cairn.store.engine import Store
@@ -162,9 +162,14 @@ class LessonOps:
                     return self._result("unchanged", twin, now, note="same content already stored")
                 return self._recur(conn, principal, twin, inp, now, note="same content already stored here")
             state = self._new_state(principal, inp, chash, now)
-            row = apply(conn, principal, None, state, "create", now)
+            detail = None
+            # With a threshold of 1 the first sighting already suffices; decided before the row is
+            # written so one write stays one version and one audit row.
+            if state["trust"] == "candidate" and principal.session and self.settings.promotion_threshold <= 1:
+                state["trust"] = "verified"
+                detail = {"promoted_by": "1 session"}
+            row = apply(conn, principal, None, state, "create", now, detail=detail)
             self._sight(conn, principal, row, now)
-            row = self._maybe_promote(conn, principal, row, now)
             return self._result("created", row, now)
         if existing["content_hash"] == chash and existing["trust"] != "rejected":
             if import_mode:
@@ -206,6 +211,15 @@ class LessonOps:
         now: datetime,
     ) -> dict[str, Any]:
         state = dict(before)
+        # A bound the caller did not give is inherited, unless the given one makes the inherited one
+        # meaningless: a new fact valid from after the old end is open-ended, not an empty interval.
+        valid_from = inp.valid_from or before["valid_from"]
+        valid_to = inp.valid_to or before["valid_to"]
+        if valid_from is not None and valid_to is not None and valid_to <= valid_from:
+            if inp.valid_from is not None:
+                valid_to = inp.valid_to
+            else:
+                valid_from = inp.valid_from
         state.update(
             value=inp.value,
             content_hash=chash,
@@ -215,8 +229,8 @@ class LessonOps:
             trigger=inp.trigger or before["trigger"],
             # New content has not earned the old content's trust; a person's word has.
             trust="verified" if principal.human else "candidate",
-            valid_from=inp.valid_from if inp.valid_from else before["valid_from"],
-            valid_to=inp.valid_to if inp.valid_to else before["valid_to"],
+            valid_from=valid_from,
+            valid_to=valid_to,
             # A value-only edit never clears an existing TTL (LoreKit got this right).
             expires_at=now + inp.ttl if inp.ttl else before["expires_at"],
             # A new assertion at a retired address brings the address back into use.
@@ -254,17 +268,6 @@ class LessonOps:
             detail["promoted_by"] = promoted_by
         row = apply(conn, principal, before, state, "promote" if promoted_by else "recur", now, detail=detail)
         return self._result("promoted" if promoted_by else "recurred", row, now, note=note)
-
-    def _maybe_promote(self, conn: Connection, principal: Principal, row: dict[str, Any], now: datetime):
-        # With a threshold of 1, the first sighting already suffices.
-        if row["trust"] == "candidate" and principal.session:
-            sessions = self._session_count(conn, principal, row["id"])
-            if sessions >= self.settings.promotion_threshold:
-                state = dict(row, trust="verified")
-                return apply(
-                    conn, principal, row, state, "promote", now, detail={"promoted_by": f"{sessions} sessions"}
-                )
-        return row
 
     def _same_content_in_scope(
         self, conn: Connection, principal: Principal, scope: str, chash: str
@@ -323,6 +326,14 @@ class LessonOps:
         row = fetch(conn, principal, scope, key)
         if row is None:
             raise CairnError("NOT_FOUND", f"no lesson at {scope} {key}", {"scope": scope, "key": key})
+        return row
+
+    def _readable(self, conn: Connection, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        """A lesson whose content a reader may see: a rejection is permanent for every read,
+        including the historical ones (history, diff, as-of)."""
+        row = self._visible(conn, principal, scope, key)
+        if row["trust"] == "rejected":
+            raise CairnError("NOT_FOUND", f"no lesson at {scope} {key} (it was rejected)")
         return row
 
     def read(
@@ -423,12 +434,8 @@ class LessonOps:
                         )
                     )
                 )
-            rows = (
-                conn.execute(q.order_by(lessons.c.updated_at.desc(), lessons.c.id.desc()).limit(limit + 1))
-                .mappings()
-                .all()
-            )
-            visible = [dict(r) for r in rows if principal.can_see(r["scope"])]
+            ordered = q.order_by(lessons.c.updated_at.desc(), lessons.c.id.desc())
+            visible = visible_rows(conn, principal, ordered, limit + 1)
             return {
                 "lessons": [public(r, now) for r in visible[:limit]],
                 "truncated": len(visible) > limit,
@@ -441,7 +448,7 @@ class LessonOps:
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
-            row = self._visible(conn, principal, scope, key)
+            row = self._readable(conn, principal, scope, key)
             versions = self._versions(conn, principal, row["id"])
             out = []
             for i, v in enumerate(versions):
@@ -471,7 +478,7 @@ class LessonOps:
         scope, key = validate_scope(scope), normalize_key(key)
 
         def tx(conn: Connection) -> dict[str, Any]:
-            row = self._visible(conn, principal, scope, key)
+            row = self._readable(conn, principal, scope, key)
             versions = {v["version"]: v for v in self._versions(conn, principal, row["id"])}
             for n in (v1, v2):
                 if n not in versions:

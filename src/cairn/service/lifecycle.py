@@ -136,7 +136,16 @@ class LifecycleOps(LessonOps):
                 result["superseded"] = old
                 return result
             new_row = fetch(conn, principal, inp.scope, inp.key)
-            assert new_row is not None
+            if new_row is None:
+                # The write counted a recurrence of a lesson already holding this content, so there
+                # is no new lesson to link; raising rolls the recurrence back with everything else.
+                held = result["lesson"]
+                raise CairnError(
+                    "CONFLICT",
+                    f"this content is already stored at {held['scope']} {held['key']}; "
+                    "supersede with different content, or name that lesson",
+                    {"existing": {"scope": held["scope"], "key": held["key"]}},
+                )
             target = fetch(conn, principal, target["scope"], target["key"])
             assert target is not None
             apply(

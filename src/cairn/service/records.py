@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import ColumnElement
 
 from cairn.core.principal import Principal
@@ -50,6 +51,33 @@ def status(row: dict[str, Any], now: datetime) -> str:
     if row["expires_at"] is not None and row["expires_at"] <= now:
         return "expired"
     return "active"
+
+
+def visible_rows(
+    conn: Connection, principal: Principal, query: Select[Any], limit: int, *, unscoped_ok: bool = False
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` rows of an ordered query that the principal may see.
+
+    A scope-limited principal's filter runs after SQL, so a single ``LIMIT`` could be filled with
+    rows it may not see and hide the ones it may: pages are read until ``limit`` visible rows are
+    found or the query is exhausted. ``unscoped_ok`` admits rows without a scope (audit rows).
+    """
+    if not principal.scope_limited:
+        return [dict(r) for r in conn.execute(query.limit(limit)).mappings()]
+    page = max(limit, 200)
+    out: list[dict[str, Any]] = []
+    offset = 0
+    while len(out) < limit:
+        batch = conn.execute(query.limit(page).offset(offset)).mappings().all()
+        out.extend(
+            dict(r)
+            for r in batch
+            if (r["scope"] is None and unscoped_ok) or (r["scope"] is not None and principal.can_see(r["scope"]))
+        )
+        if len(batch) < page:
+            break
+        offset += page
+    return out[:limit]
 
 
 def fetch(conn: Connection, principal: Principal, scope: str, key: str) -> dict[str, Any] | None:

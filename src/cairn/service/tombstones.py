@@ -20,7 +20,7 @@ from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.service import audit
 from cairn.service.mutate import apply
-from cairn.service.records import active_clause, fetch, public
+from cairn.service.records import active_clause, fetch, public, visible_rows
 from cairn.store.engine import Store
 from cairn.store.schema import lessons, tombstones
 
@@ -190,6 +190,8 @@ class ForgetOps:
         principal.require(READ)
         if scope:
             scope = validate_scope(scope)
+        if not 1 <= limit <= 10_000:
+            raise CairnError("INVALID_INPUT", "limit must be between 1 and 10000")
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
@@ -198,8 +200,8 @@ class ForgetOps:
             )
             if scope:
                 q = q.where(lessons.c.scope == scope)
-            rows = conn.execute(q.order_by(lessons.c.created_at, lessons.c.id).limit(limit)).mappings().all()
-            return {"candidates": [public(dict(r), now) for r in rows if principal.can_see(r["scope"])]}
+            rows = visible_rows(conn, principal, q.order_by(lessons.c.created_at, lessons.c.id), limit)
+            return {"candidates": [public(r, now) for r in rows]}
 
         return self.store.run(tx, write=False)
 

@@ -53,7 +53,11 @@ def _pt(v: Any, field: str) -> datetime | None:
 class TransferOps(LessonOps):
     # -- export -------------------------------------------------------------------------------
     def export(self, principal: Principal, *, active_only: bool = False, scope: str | None = None) -> Iterator[str]:
-        """Yield JSONL lines. Without ``active_only`` this is a full, lossless backup."""
+        """JSONL lines. Without ``active_only`` this is a full, lossless backup.
+
+        Not a generator: permissions are checked and the snapshot is read when this is called, so a
+        refusal reaches the caller before any surface starts streaming a response.
+        """
         principal.require(READ)
         if scope is not None:
             scope = validate_scope(scope)
@@ -132,7 +136,7 @@ class TransferOps(LessonOps):
                 )
 
         self.store.run(tx, write=False)
-        yield from lines
+        return iter(lines)
 
     # -- import -------------------------------------------------------------------------------
     def import_lines(

@@ -57,9 +57,15 @@ class Store:
                 cur.execute("PRAGMA journal_mode = WAL")
                 cur.execute("PRAGMA synchronous = NORMAL")
                 cur.execute("PRAGMA foreign_keys = ON")
+                cur.execute("PRAGMA secure_delete = ON")  # purge is hard erasure: zero freed content
                 cur.close()
-                for hook in _CONNECT_HOOKS:
-                    hook(dbapi_conn)
+                # sqlite-vec backs the vector index; every connection may touch it (writes drop
+                # vectors of lessons that leave the active set), so every connection loads it.
+                import sqlite_vec
+
+                dbapi_conn.enable_load_extension(True)
+                sqlite_vec.load(dbapi_conn)
+                dbapi_conn.enable_load_extension(False)
 
             @event.listens_for(engine, "begin")
             def _on_begin(conn: Connection) -> None:
@@ -140,15 +146,6 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
-
-
-# Search (issue 3) registers a hook that loads sqlite-vec on every new connection.
-_CONNECT_HOOKS: list = []
-
-
-def register_connect_hook(hook) -> None:  # type: ignore[no-untyped-def]
-    if hook not in _CONNECT_HOOKS:
-        _CONNECT_HOOKS.append(hook)
 
 
 def _redact(url: str) -> str:

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -179,4 +180,33 @@ audit_log = Table(
     UniqueConstraint("tenant_id", "seq", name="uq_audit_tenant_seq"),
     Index("ix_audit_tenant_lesson", "tenant_id", "lesson_id"),
     Index("ix_audit_tenant_at", "tenant_id", "at"),
+)
+
+lesson_embeddings = Table(
+    "lesson_embeddings",
+    metadata,
+    Column("lesson_id", IdType, primary_key=True),
+    Column("model", String(100), primary_key=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("dim", Integer, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("embedded_at", UTCDateTime, nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+)
+
+embed_queue = Table(
+    "embed_queue",
+    metadata,
+    Column("lesson_id", IdType, primary_key=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("queued_at", UTCDateTime, nullable=False),
+    Index("ix_embed_queue_tenant", "tenant_id", "lesson_id"),
+)
+
+embed_state = Table(
+    "embed_state",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
+    Column("model", String(100), nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
 )

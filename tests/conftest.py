@@ -18,8 +18,23 @@ from cairn.store.engine import Store, sqlite_url
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store migrated to HEAD per run; each test gets a copy (running alembic costs ~0.5 s)."""
+    home = tmp_path_factory.mktemp("template")
+    s = Store(sqlite_url(home))
+    s.ensure_schema()
+    with s.engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    s.dispose()
+    return home / "cairn.db"
+
+
 @pytest.fixture(params=["sqlite"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, migrated_sqlite: Path) -> str:
+    import shutil
+
+    shutil.copyfile(migrated_sqlite, tmp_path / "cairn.db")
     return sqlite_url(tmp_path)
 
 

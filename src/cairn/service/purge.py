@@ -1,6 +1,7 @@
 """Hard erasure: the two sweeps (expired; archived past retention) and what they remove.
 
-Purge deletes the content from lessons, versions, tags, sightings, links and every search index,
+The archived sweep also takes rejected (forgotten) lessons past the same retention. Purge deletes
+the content from lessons, versions, tags, sightings, links and every search index,
 and writes one audit row per lesson carrying only hashes, so the chain still verifies and the
 ledger still says what was erased, when and by whom. Tombstones hold no content and stay: a
 purged rejection is still a rejection.
@@ -11,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.principal import Principal
@@ -52,7 +53,15 @@ class PurgeOps:
             if expired:
                 q = q.where(lessons.c.expires_at.is_not(None), lessons.c.expires_at <= now)
             else:
-                q = q.where(lessons.c.archived_at.is_not(None), lessons.c.archived_at <= now - retention)
+                # Rejected lessons are put aside too (reject = forget): without this a forgotten
+                # lesson's text, a leaked secret say, could never be erased. Its tombstone stays.
+                cutoff = now - retention
+                q = q.where(
+                    or_(
+                        and_(lessons.c.archived_at.is_not(None), lessons.c.archived_at <= cutoff),
+                        and_(lessons.c.trust == "rejected", lessons.c.updated_at <= cutoff),
+                    )
+                )
             targets = conn.execute(q.order_by(lessons.c.id)).mappings().all()
             sweep = "expired" if expired else "archived"
             for t in targets:

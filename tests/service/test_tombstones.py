@@ -1,0 +1,211 @@
+"""Forget, the tombstone check inside every write, unforget, and the review queue."""
+
+from __future__ import annotations
+
+import json
+
+from cairn.service.api import Cairn
+from tests.conftest import human
+from tests.contract import audit_rows, refused, rows, snapshot
+
+SCOPE = "repo::acme/widget"
+TEXT = "Disable the flaky retry plugin with --no-retry."
+REASON = "wrong: the plugin is required for the integration suite"
+
+
+def forget_one(svc: Cairn, me, key: str = "k", text: str = TEXT) -> int:
+    svc.write(me, SCOPE, key, text)
+    out = svc.forget(me, SCOPE, key, REASON)
+    return out["tombstone_id"]
+
+
+def test_forget_rejects_and_returns_the_tombstone(svc: Cairn, me, store) -> None:
+    svc.write(me, SCOPE, "k", TEXT)
+    out = svc.forget(me, SCOPE, "k", REASON)
+    assert isinstance(out["tombstone_id"], int)
+    assert out["already"] is False
+    tomb = rows(store, "SELECT * FROM tombstones WHERE id = :i", i=out["tombstone_id"])[0]
+    assert (tomb["scope"], tomb["key"], tomb["reason"], tomb["lifted_at"]) == (SCOPE, "k", REASON, None)
+    lesson = rows(store, "SELECT trust, content_hash FROM lessons")[0]
+    assert lesson["trust"] == "rejected"
+    assert tomb["content_hash"] == lesson["content_hash"]
+    # The rejected lesson is gone from every read.
+    refused("NOT_FOUND", svc.read, me, SCOPE, "k")
+    assert svc.list(me, SCOPE)["lessons"] == []
+    assert audit_rows(store)[-1]["action"] == "forget"
+
+
+def test_forget_requires_a_reason_and_an_existing_lesson(svc: Cairn, me, store) -> None:
+    svc.write(me, SCOPE, "k", TEXT)
+    snap = snapshot(store)
+    refused("INVALID_INPUT", svc.forget, me, SCOPE, "k", "  ")
+    refused("NOT_FOUND", svc.forget, me, SCOPE, "nope", REASON)
+    assert snapshot(store) == snap
+
+
+def test_forget_twice_returns_the_same_live_tombstone(svc: Cairn, me, store) -> None:
+    tid = forget_one(svc, me)
+    again = svc.forget(me, SCOPE, "k", "again")
+    assert again == {"tombstone_id": tid, "already": True, "scope": SCOPE, "key": "k"}
+    assert len(rows(store, "SELECT * FROM tombstones")) == 1
+
+
+def test_rewrite_is_refused_under_any_key_scope_or_spelling(svc: Cairn, me, store) -> None:
+    tid = forget_one(svc, me)
+    snap = snapshot(store)
+    attempts = [
+        (SCOPE, "another-key", TEXT),
+        ("repo::acme/other", "k2", TEXT),
+        ("global", "k3", TEXT),
+        ("branch::acme/widget::Main", "k4", TEXT),
+        (SCOPE, "k5", "DISABLE the flaky retry plugin with no retry"),
+        (SCOPE, "k6", "  disable   the flaky-retry plugin, with --no-retry!!!  "),
+        (SCOPE, "k7", "Disable\tthe\nflaky retry plugin with (no-retry)."),
+    ]
+    for scope, key, value in attempts:
+        err = refused("TOMBSTONED", svc.write, me, scope, key, value)
+        assert err.data["tombstone_id"] == tid
+        assert err.data["reason"] == REASON
+        assert str(tid) in err.message
+        assert REASON in err.message
+        assert err.data["matched"] == "content"
+    assert snapshot(store) == snap
+
+
+def test_rewrite_by_a_person_is_refused_too(svc: Cairn, me) -> None:
+    forget_one(svc, me)
+    refused("TOMBSTONED", svc.write, human(me), "global", "x", TEXT)
+
+
+def test_address_match_is_refused_whatever_the_content(svc: Cairn, me, store) -> None:
+    tid = forget_one(svc, me)
+    snap = snapshot(store)
+    err = refused("TOMBSTONED", svc.write, me, SCOPE, "K", "Completely different advice.")
+    assert err.data["tombstone_id"] == tid
+    assert err.data["matched"] == "address"
+    assert snapshot(store) == snap
+
+
+def test_tombstones_belong_to_the_tenant(svc: Cairn, me) -> None:
+    from cairn.core.principal import Principal
+
+    forget_one(svc, me)
+    other = Principal("other", "someone-else")
+    svc.ensure_tenant(other)
+    assert svc.write(other, SCOPE, "k", TEXT)["action"] == "created"
+
+
+def test_unforget_lifts_the_tombstone_and_is_audited(svc: Cairn, me, store) -> None:
+    tid = forget_one(svc, me)
+    n = len(audit_rows(store))
+    out = svc.unforget(me, tid, "it was right after all")
+    assert out == {"tombstone_id": tid, "lifted": True, "reason": "it was right after all"}
+    audit = audit_rows(store)
+    assert len(audit) == n + 1
+    assert audit[-1]["action"] == "unforget"
+    assert json.loads(audit[-1]["detail"]) == {"reason": "it was right after all", "tombstone_id": tid}
+    tomb = rows(store, "SELECT * FROM tombstones WHERE id = :i", i=tid)[0]
+    assert tomb["lifted_at"] is not None and tomb["lift_reason"] == "it was right after all"
+    assert tomb["lifted_by"] == "agent-a"
+    # The content and the address are writable again.
+    assert svc.write(me, "global", "new-key", TEXT)["action"] == "created"
+    back = svc.write(me, SCOPE, "k", "A replacement at the old address.")
+    assert back["action"] == "updated"
+    assert back["lesson"]["trust"] == "candidate"
+    assert svc.read(me, SCOPE, "k")["lesson"]["value"] == "A replacement at the old address."
+    assert svc.tombstones(me)["tombstones"] == []
+    assert [t["id"] for t in svc.tombstones(me, include_lifted=True)["tombstones"]] == [tid]
+
+
+def test_unforget_twice_is_a_conflict_and_changes_nothing(svc: Cairn, me, store) -> None:
+    tid = forget_one(svc, me)
+    svc.unforget(me, tid, "first lift")
+    snap = snapshot(store)
+    err = refused("CONFLICT", svc.unforget, me, tid, "second lift")
+    assert "already lifted" in err.message
+    assert snapshot(store) == snap
+    assert [r["action"] for r in audit_rows(store)].count("unforget") == 1
+
+
+def test_unforget_needs_a_reason_and_a_real_tombstone(svc: Cairn, me, store) -> None:
+    tid = forget_one(svc, me)
+    snap = snapshot(store)
+    refused("INVALID_INPUT", svc.unforget, me, tid, "")
+    refused("NOT_FOUND", svc.unforget, me, tid + 100, "why")
+    assert snapshot(store) == snap
+
+
+def test_unforget_needs_admin(svc: Cairn, me, store) -> None:
+    from cairn.core.principal import READ, WRITE, Principal
+
+    tid = forget_one(svc, me)
+    writer = Principal("local", "writer", permissions=frozenset({READ, WRITE}))
+    snap = snapshot(store)
+    refused("FORBIDDEN", svc.unforget, writer, tid, "let me")
+    assert snapshot(store) == snap
+
+
+def test_a_second_forget_after_a_lift_makes_a_new_tombstone(svc: Cairn, me, store) -> None:
+    tid = forget_one(svc, me)
+    svc.unforget(me, tid, "lifted")
+    again = svc.forget(me, SCOPE, "k", "wrong again")
+    assert again["tombstone_id"] != tid
+    assert again["already"] is False
+    refused("TOMBSTONED", svc.write, me, "global", "x", TEXT)
+
+
+def test_forget_a_lesson_that_matches_another_lessons_content(svc: Cairn, me) -> None:
+    """The content tombstone covers the same text stored in another scope: new writes are refused."""
+    svc.write(me, "repo::acme/other", "k", TEXT)
+    forget_one(svc, me)
+    refused("TOMBSTONED", svc.write, me, "repo::acme/other", "k", TEXT)
+
+
+# -- review -------------------------------------------------------------------------------------
+
+
+def test_review_queue_lists_active_candidates_only(svc: Cairn, me) -> None:
+    svc.write(me, SCOPE, "cand", "an unverified lesson")
+    svc.write(human(me), SCOPE, "ver", "a verified lesson")
+    svc.write(me, SCOPE, "arch", "an archived candidate")
+    svc.archive(me, SCOPE, "arch")
+    svc.write(me, SCOPE, "rej", "a rejected candidate")
+    svc.forget(me, SCOPE, "rej", "no")
+    queue = svc.review_queue(me)["candidates"]
+    assert [c["key"] for c in queue] == ["cand"]
+    assert queue[0]["trust"] == "candidate"
+
+
+def test_review_verify_verifies_and_is_audited(svc: Cairn, me, store) -> None:
+    svc.write(me, SCOPE, "k", TEXT)
+    out = svc.verify(human(me), SCOPE, "k")
+    assert out["changed"] is True
+    assert out["lesson"]["trust"] == "verified"
+    assert svc.read(me, SCOPE, "k")["lesson"]["trust"] == "verified"
+    assert svc.review_queue(me)["candidates"] == []
+    last = audit_rows(store)[-1]
+    assert (last["action"], last["version_before"], last["version_after"]) == ("verify", 1, 2)
+    # Verifying again changes nothing.
+    snap = snapshot(store)
+    assert svc.verify(human(me), SCOPE, "k")["changed"] is False
+    assert snapshot(store) == snap
+
+
+def test_review_verify_refuses_a_rejected_lesson(svc: Cairn, me, store) -> None:
+    forget_one(svc, me)
+    snap = snapshot(store)
+    refused("NOT_FOUND", svc.verify, human(me), SCOPE, "k")
+    assert snapshot(store) == snap
+
+
+def test_review_reject_is_forget(svc: Cairn, me, store) -> None:
+    svc.write(me, SCOPE, "k", TEXT)
+    out = svc.reject(human(me), SCOPE, "k", REASON)
+    assert out["already"] is False
+    tomb = rows(store, "SELECT * FROM tombstones")
+    assert [t["id"] for t in tomb] == [out["tombstone_id"]]
+    assert tomb[0]["reason"] == REASON
+    assert rows(store, "SELECT trust FROM lessons")[0]["trust"] == "rejected"
+    err = refused("TOMBSTONED", svc.write, me, "global", "again", TEXT)
+    assert err.data["tombstone_id"] == out["tombstone_id"]
+    assert svc.review_queue(me)["candidates"] == []

@@ -1,0 +1,271 @@
+"""Export and import: a lossless round trip, idempotent re-import, plain records, all-or-nothing parsing."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from cairn.service.api import Cairn
+from tests.conftest import human, session
+from tests.contract import at, counts, export_records, refused, rows, snapshot
+
+S = "repo::acme/widget"
+
+
+def build_rich_store(svc: Cairn, me, clock) -> dict[str, int]:
+    """Every kind of state the export must carry."""
+    clock("2025-01-01T00:00:00Z")
+    svc.write(session(me, "s1"), S, "multi", "first wording", tags=["ci"], kind="fact", source_agent="claude")
+    clock("2025-01-02T00:00:00Z")
+    svc.write(session(me, "s2"), S, "multi", "second wording", valid_from=at("2024-01-01"), valid_to=at("2026-01-01"))
+    svc.feedback(me, S, "multi", "helped")
+    svc.write(human(me), "global", "verified", "A person checked this.", trigger="review")
+    # Promotion by sessions.
+    for name in ("a", "b", "c"):
+        svc.write(session(me, name), "project::cairn", "promoted", "Recurring advice.")
+    # Rejected with a live tombstone.
+    svc.write(me, S, "rejected", "Bad advice.")
+    live = svc.forget(me, S, "rejected", "it breaks the build")["tombstone_id"]
+    # Rejected, then the tombstone lifted (the lesson stays rejected).
+    svc.write(me, S, "lifted", "Advice later found fine.")
+    lifted = svc.forget(me, S, "lifted", "looked wrong")["tombstone_id"]
+    svc.unforget(me, lifted, "was fine after all")
+    # Archived, expiring, linked, superseded.
+    svc.write(me, S, "archived", "Old news.")
+    svc.archive(me, S, "archived")
+    svc.write(me, S, "ttl", "Short lived.", ttl=timedelta(days=2))
+    svc.write(me, S, "old-way", "Build with make.")
+    svc.supersede(me, S, "new-way", "Build with just.", supersedes=(S, "old-way"))
+    svc.link(me, S, "new-way", "global", "verified", "related")
+    svc.link(me, S, "multi", S, "new-way", "derived_from")
+    clock("2025-01-10T00:00:00Z")  # the ttl lesson is expired by now
+    return {"live": live, "lifted": lifted}
+
+
+def export_all(svc: Cairn, me, **kwargs) -> list[dict]:
+    return export_records(svc.export(me, **kwargs))
+
+
+def test_round_trip_into_an_empty_store_is_lossless(svc: Cairn, me, second_store, clock) -> None:
+    build_rich_store(svc, me, clock)
+    original = list(svc.export(me))
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    result = target.import_lines(me, original)
+    assert result["refused"] == []
+    assert result["created"] == 9
+    assert result["tombstones"] == 2
+    assert result["links"] == 3
+    assert export_records(target.export(me)) == export_records(original)
+
+
+def test_round_trip_preserves_what_readers_see(svc: Cairn, me, second_store, clock) -> None:
+    ids = build_rich_store(svc, me, clock)
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    target.import_lines(me, svc.export(me))
+    # Versions with values, record times and actors.
+    a, b = svc.history(me, S, "multi"), target.history(me, S, "multi")
+    assert a == b
+    assert [v["value"] for v in b["versions"]] == ["first wording", "second wording", "second wording"]
+    assert b["versions"][0]["recorded_at"] == "2025-01-01T00:00:00Z"
+    assert [v["session"] for v in b["versions"]] == ["s1", "s2", None]
+    # Trust, including verified-by-sessions and rejected.
+    assert target.read(me, "project::cairn", "promoted")["lesson"]["trust"] == "verified"
+    assert target.read(me, "global", "verified")["lesson"]["trust"] == "verified"
+    refused("NOT_FOUND", target.read, me, S, "rejected")
+    assert rows(second_store, "SELECT trust FROM lessons WHERE key = 'lifted'")[0]["trust"] == "rejected"
+    # Tombstones: the live one still refuses, the lifted one does not.
+    err = refused("TOMBSTONED", target.write, me, "global", "again", "bad advice!")
+    assert "it breaks the build" in err.message
+    assert target.write(me, "global", "fine", "Advice later found fine.")["action"] == "created"
+    lifted = [t for t in target.tombstones(me, include_lifted=True)["tombstones"] if t["lifted_at"]]
+    assert [(t["key"], t["lift_reason"]) for t in lifted] == [("lifted", "was fine after all")]
+    assert ids["live"] != ids["lifted"]
+    # Superseded state and its link.
+    refused("NOT_FOUND", target.read, me, S, "old-way")
+    hood = target.neighborhood(me, S, "new-way", depth=1)
+    assert sorted((n["key"], n["rel"]) for n in hood["nodes"]) == [
+        ("multi", "derived_from"),
+        ("old-way", "supersedes"),
+        ("verified", "related"),
+    ]
+    # Archived and expired stay so.
+    assert [x["key"] for x in target.list(me, S, archived=True)["lessons"]] == ["archived"]
+    assert refused("NOT_FOUND", target.read, me, S, "ttl").data["status"] == "expired"
+    # The importing store's own ledger recorded the arrivals and verifies.
+    assert target.audit_verify(me)["ok"] is True
+
+
+def test_importing_the_same_export_twice_changes_nothing(svc: Cairn, me, second_store, clock) -> None:
+    build_rich_store(svc, me, clock)
+    lines = list(svc.export(me))
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    target.import_lines(me, lines)
+    before_counts, before = counts(second_store), snapshot(second_store)
+    again = target.import_lines(me, lines)
+    assert (again["created"], again["updated"], again["tombstones"], again["links"]) == (0, 0, 0, 0)
+    assert again["refused"] == []
+    assert again["unchanged"] == again["records"] == len(lines) - 1  # every record but the header
+    assert counts(second_store) == before_counts
+    assert snapshot(second_store) == before
+
+
+def test_importing_an_export_into_its_own_store_changes_nothing(svc: Cairn, me, store, clock) -> None:
+    build_rich_store(svc, me, clock)
+    before = snapshot(store)
+    out = svc.import_lines(me, list(svc.export(me)))
+    assert out["created"] == 0 and out["refused"] == []
+    assert snapshot(store) == before
+
+
+def test_plain_records_import(svc: Cairn, me, store) -> None:
+    lines = [
+        json.dumps({"scope": S, "key": "One", "value": "first plain lesson", "tags": ["a"], "kind": "fact"}),
+        "",
+        json.dumps({"scope": "global", "key": "two", "value": "second plain lesson", "ttl": "7d"}),
+        json.dumps({"scope": "project::x", "key": "three", "value": "third", "valid_from": "2024-01-01"}),
+    ]
+    out = svc.import_lines(me, lines)
+    assert (out["created"], out["records"], out["refused"]) == (3, 3, [])
+    one = svc.read(me, S, "one")["lesson"]
+    assert (one["value"], one["tags"], one["kind"], one["origin"], one["trust"]) == (
+        "first plain lesson",
+        ["a"],
+        "fact",
+        "import",
+        "candidate",
+    )
+    assert svc.read(me, "global", "two")["lesson"]["expires_at"] is not None
+    assert svc.read(me, "project::x", "three")["lesson"]["valid_from"] == "2024-01-01T00:00:00Z"
+    before = snapshot(store)
+    again = svc.import_lines(me, lines)
+    assert (again["created"], again["unchanged"]) == (0, 3)
+    assert snapshot(store) == before
+
+
+def test_plain_record_with_new_content_at_an_existing_address_updates(svc: Cairn, me) -> None:
+    svc.import_lines(me, [json.dumps({"scope": S, "key": "k", "value": "old"})])
+    out = svc.import_lines(me, [json.dumps({"scope": S, "key": "k", "value": "new"})])
+    assert out["updated"] == 1
+    assert svc.read(me, S, "k")["lesson"]["value"] == "new"
+
+
+def test_invalid_lines_are_listed_and_nothing_is_written(svc: Cairn, me, store) -> None:
+    svc.write(me, S, "existing", "already here")
+    before = snapshot(store)
+    lines = [
+        json.dumps({"scope": S, "key": "good", "value": "a fine record"}),
+        "{not json",
+        json.dumps({"scope": "repo:acme/widget", "key": "k", "value": "bad scope"}),
+        json.dumps({"scope": S, "key": "good2", "value": "another fine record"}),
+        json.dumps(["a", "list"]),
+        json.dumps({"scope": S, "key": "", "value": "empty key"}),
+        json.dumps({"scope": S, "key": "k", "value": "x" * 70_000}),
+        json.dumps({"type": "mystery"}),
+        json.dumps({"scope": S, "key": "k"}),
+    ]
+    err = refused("INVALID_INPUT", svc.import_lines, me, lines)
+    assert [e["line"] for e in err.data["errors"]] == [2, 3, 5, 6, 7, 8, 9]
+    for n in (2, 3, 5, 6, 7, 8, 9):
+        assert f"line {n}:" in err.message
+    assert "nothing was imported" in err.message
+    assert snapshot(store) == before
+
+
+def test_a_tombstoned_plain_record_is_refused_and_the_rest_import(svc: Cairn, me, store) -> None:
+    svc.write(me, S, "bad", "Never use --force here.")
+    tid = svc.forget(me, S, "bad", "destroys history")["tombstone_id"]
+    lines = [
+        json.dumps({"scope": "global", "key": "a", "value": "fine one"}),
+        json.dumps({"scope": "project::p", "key": "sneaky", "value": "never use force here"}),
+        json.dumps({"scope": S, "key": "bad", "value": "different text, tombstoned address"}),
+        json.dumps({"scope": "global", "key": "b", "value": "fine two"}),
+    ]
+    out = svc.import_lines(me, lines)
+    assert out["created"] == 2
+    assert [(r["line"], r["code"]) for r in out["refused"]] == [(2, "TOMBSTONED"), (3, "TOMBSTONED")]
+    assert str(tid) in out["refused"][0]["message"]
+    assert svc.read(me, "global", "a")["lesson"]["value"] == "fine one"
+    assert svc.read(me, "global", "b")["lesson"]["value"] == "fine two"
+    refused("NOT_FOUND", svc.read, me, "project::p", "sneaky")
+
+
+def test_a_lesson_record_with_another_history_is_refused_not_merged(svc: Cairn, me, second_store) -> None:
+    svc.write(me, S, "k", "source store value")
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    target.write(me, S, "k", "a different value")
+    before = snapshot(second_store)
+    out = target.import_lines(me, svc.export(me))
+    assert [r["code"] for r in out["refused"]] == ["CONFLICT"]
+    assert target.read(me, S, "k")["lesson"]["value"] == "a different value"
+    # Only the importer's ledger grew? No: a refused record writes nothing at all.
+    assert snapshot(second_store) == before
+
+
+def test_progress_is_reported(svc: Cairn, me) -> None:
+    seen: list[tuple[int, int]] = []
+    lines = [json.dumps({"scope": S, "key": f"k{i}", "value": f"value {i}"}) for i in range(3)]
+    svc.import_lines(me, lines, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (3, 3)
+
+
+def test_export_of_one_scope(svc: Cairn, me) -> None:
+    svc.write(me, S, "a", "in scope")
+    svc.write(me, "global", "b", "out of scope")
+    recs = export_all(svc, me, scope=S)
+    assert [(r["scope"], r["key"]) for r in recs if r["type"] == "lesson"] == [(S, "a")]
+
+
+def test_export_header_and_shape(svc: Cairn, me) -> None:
+    svc.write(me, S, "a", "value")
+    lines = list(svc.export(me))
+    header = json.loads(lines[0])
+    assert (header["type"], header["format"], header["version"]) == ("header", "cairn-export", 1)
+    assert "exported_at" in header
+    lesson = json.loads(lines[1])
+    assert lesson["type"] == "lesson"
+    assert [v["value"] for v in lesson["versions"]] == ["value"]
+
+
+@pytest.mark.parametrize("bad_header", [{"type": "header", "format": "other", "version": 1}])
+def test_unknown_export_format_is_refused(svc: Cairn, me, store, bad_header) -> None:
+    before = snapshot(store)
+    err = refused("INVALID_INPUT", svc.import_lines, me, [json.dumps(bad_header)])
+    assert err.data["errors"][0]["line"] == 1
+    assert snapshot(store) == before
+
+
+def _table_by_address(store, table: str) -> list[dict]:
+    """Rows of ``lessons`` or ``lesson_versions`` with store-local ids replaced by addresses."""
+    addr = {r["id"]: (r["scope"], r["key"]) for r in rows(store, "SELECT id, scope, key FROM lessons")}
+    out = []
+    for r in rows(store, f"SELECT * FROM {table}"):
+        r = dict(r)
+        r.pop("id")
+        if "lesson_id" in r:
+            r["lesson_id"] = addr[r["lesson_id"]]
+        if r.get("superseded_by") is not None:
+            r["superseded_by"] = addr[r["superseded_by"]]
+        out.append(r)
+    return sorted(out, key=repr)
+
+
+def test_round_trip_reproduces_the_tables(svc: Cairn, me, store, second_store, clock) -> None:
+    build_rich_store(svc, me, clock)
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    target.import_lines(me, svc.export(me))
+    for table in ("lessons", "lesson_versions"):
+        assert _table_by_address(second_store, table) == _table_by_address(store, table), table
+    tags = "SELECT l.scope, l.key, t.tag FROM lesson_tags t JOIN lessons l ON l.id = t.lesson_id ORDER BY 1, 2, 3"
+    assert rows(second_store, tags) == rows(store, tags)
+    tomb = (
+        "SELECT content_hash, scope, key, reason, created_at, created_by, lifted_at, lifted_by, lift_reason "
+        "FROM tombstones ORDER BY id"
+    )
+    assert rows(second_store, tomb) == rows(store, tomb)

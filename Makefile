@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run demo test lint bench bench-store bench-embed eval clean
+.PHONY: setup run demo test lint bench bench-store bench-embed bench-search eval clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,10 +30,13 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check src
 
-bench: bench-store bench-embed
+bench: bench-store bench-embed bench-search
 
 bench-store: setup
 	$(BIN)/python bench/store_bench.py
+
+bench-search: setup
+	$(BIN)/python bench/search_bench.py
 
 bench-embed: setup
 	$(BIN)/python bench/embed_bench.py

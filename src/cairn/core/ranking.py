@@ -103,9 +103,7 @@ def distill(text: str, max_terms: int = 24) -> list[str]:
     return list(dict.fromkeys(terms))[:max_terms]
 
 
-def rrf(
-    arms: Sequence[Sequence[int]], k: int = RRF_K, weights: Sequence[float] | None = None
-) -> dict[int, float]:
+def rrf(arms: Sequence[Sequence[int]], k: int = RRF_K, weights: Sequence[float] | None = None) -> dict[int, float]:
     """Reciprocal rank fusion: each arm contributes weight/(k + rank) for every id it returned."""
     scores: dict[int, float] = {}
     for n, arm in enumerate(arms):

@@ -75,7 +75,7 @@ class Embedder:
     name: str
     dim: int
 
-    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         """Embed ``texts`` into a float32 array of shape ``(len(texts), dim)``, rows L2-normalized."""
         raise NotImplementedError
 
@@ -114,7 +114,7 @@ class MiniLMEmbedder(Embedder):
         self._tokenizer = tokenizer
         self._input_names = {i.name for i in session.get_inputs()}
 
-    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         import numpy as np
 
         texts = _check_texts(texts, batch_size)
@@ -165,7 +165,7 @@ class HashEmbedder(Embedder):
     name = HASH_MODEL_NAME
     dim = HASH_DIM
 
-    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         import numpy as np
 
         texts = _check_texts(texts, batch_size)
@@ -279,6 +279,9 @@ def _load_minilm() -> MiniLMEmbedder:
     model_path = _model_file()
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
+    # Busy-waiting worker threads make a shared 2-core machine (hooks, tests, a daemon) crawl;
+    # blocking costs a few percent when the machine is idle.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.principal import Principal
@@ -25,6 +25,15 @@ _CHAINED = (
     "seq", "at", "actor", "session", "action", "lesson_id", "scope", "key",
     "version_before", "version_after", "hash_before", "hash_after", "detail", "prev_hash",
 )  # fmt: skip
+
+
+_LAST = (
+    select(audit_log.c.seq, audit_log.c.row_hash)
+    .where(audit_log.c.tenant_id == bindparam("tenant"))
+    .order_by(audit_log.c.seq.desc())
+    .limit(1)
+)
+_INSERT = audit_log.insert()
 
 
 def row_hash(tenant_id: str, row: dict[str, Any]) -> str:
@@ -51,17 +60,7 @@ def record(
     at: datetime | None = None,
 ) -> int:
     """Append one row to the tenant's chain; runs inside the caller's transaction."""
-    last = conn.execute(
-        select(audit_log.c.seq, audit_log.c.row_hash)
-        .where(audit_log.c.tenant_id == principal.tenant_id)
-        .order_by(audit_log.c.seq.desc())
-        .limit(1)
-    ).first()
-    row: dict[str, Any] = {
-        "seq": (last.seq + 1) if last else 1,
-        "at": at or utcnow(),
-        "actor": principal.actor,
-        "session": principal.session,
+    entry = {
         "action": action,
         "lesson_id": lesson_id,
         "scope": scope,
@@ -70,13 +69,41 @@ def record(
         "version_after": version_after,
         "hash_before": hash_before,
         "hash_after": hash_after,
-        "detail": json.dumps(detail or {}, sort_keys=True, ensure_ascii=False),
-        "prev_hash": last.row_hash if last else GENESIS,
+        "detail": detail,
+        "at": at,
     }
-    # The stored ``at`` loses nothing (microseconds), so hashing the datetime is stable.
-    row["row_hash"] = row_hash(principal.tenant_id, row)
-    conn.execute(audit_log.insert().values(tenant_id=principal.tenant_id, **row))
-    return row["seq"]
+    return record_many(conn, principal, [entry])[-1]
+
+
+def record_many(conn: Connection, principal: Principal, entries: list[dict[str, Any]]) -> list[int]:
+    """Append rows to the tenant's chain in order, with one read of the chain head."""
+    last = conn.execute(_LAST, {"tenant": principal.tenant_id}).first()
+    seq, prev = (last.seq, last.row_hash) if last else (0, GENESIS)
+    rows = []
+    for e in entries:
+        seq += 1
+        row: dict[str, Any] = {
+            "seq": seq,
+            "at": e.get("at") or utcnow(),
+            "actor": principal.actor,
+            "session": principal.session,
+            "action": e["action"],
+            "lesson_id": e.get("lesson_id"),
+            "scope": e.get("scope"),
+            "key": e.get("key"),
+            "version_before": e.get("version_before"),
+            "version_after": e.get("version_after"),
+            "hash_before": e.get("hash_before"),
+            "hash_after": e.get("hash_after"),
+            "detail": json.dumps(e.get("detail") or {}, sort_keys=True, ensure_ascii=False),
+            "prev_hash": prev,
+        }
+        # The stored ``at`` loses nothing (microseconds), so hashing the datetime is stable.
+        row["row_hash"] = prev = row_hash(principal.tenant_id, row)
+        rows.append({"tenant_id": principal.tenant_id, **row})
+    if rows:
+        conn.execute(_INSERT, rows)
+    return [r["seq"] for r in rows]
 
 
 def verify(conn: Connection, tenant_id: str) -> dict[str, Any]:

@@ -10,12 +10,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.timeparse import utcnow
 from cairn.store import search_index as ix
 from cairn.store.schema import embed_queue, lesson_embeddings
+
+# Built once: every mutation runs them (see records._BY_ADDRESS).
+_EMBEDDED = select(lesson_embeddings.c.content_hash, lesson_embeddings.c.dim).where(
+    lesson_embeddings.c.lesson_id == bindparam("id"), lesson_embeddings.c.model == bindparam("model")
+)
+_QUEUED = select(embed_queue.c.lesson_id).where(embed_queue.c.lesson_id == bindparam("id"))
+_ENQUEUE = insert(embed_queue)
 
 
 def configured_model() -> str:
@@ -30,17 +37,29 @@ def sync(conn: Connection, row: dict[str, Any], active: bool) -> None:
         drop(conn, row["id"])
         return
     ix.fts_put(conn, row)
-    current = conn.execute(
-        select(lesson_embeddings.c.content_hash, lesson_embeddings.c.dim).where(
-            lesson_embeddings.c.lesson_id == row["id"], lesson_embeddings.c.model == configured_model()
-        )
-    ).first()
+    current = conn.execute(_EMBEDDED, {"id": row["id"], "model": configured_model()}).first()
     if current is not None and current.content_hash == row["content_hash"]:
         # Same text, same vector: only the filter columns (scope, trust, expiry) may have changed.
         ix.vec_refresh(conn, ix.vec_table(configured_model(), current.dim), row)
         return
-    if conn.execute(select(embed_queue.c.lesson_id).where(embed_queue.c.lesson_id == row["id"])).first() is None:
-        conn.execute(insert(embed_queue).values(lesson_id=row["id"], tenant_id=row["tenant_id"], queued_at=utcnow()))
+    if conn.execute(_QUEUED, {"id": row["id"]}).first() is None:
+        conn.execute(_ENQUEUE, {"lesson_id": row["id"], "tenant_id": row["tenant_id"], "queued_at": utcnow()})
+
+
+def sync_many(conn: Connection, items: list[tuple[dict[str, Any], bool, bool]]) -> None:
+    """``sync`` for several lessons; ``(row, active, fresh)`` where fresh means just created.
+
+    A fresh active lesson has no index entries, vector or queue entry yet, so it needs only two
+    inserts, issued once for the whole batch.
+    """
+    fresh = [row for row, active, new in items if active and new]
+    if fresh:
+        ix.fts_insert_many(conn, fresh)
+        now = utcnow()
+        conn.execute(_ENQUEUE, [{"lesson_id": r["id"], "tenant_id": r["tenant_id"], "queued_at": now} for r in fresh])
+    for row, active, new in items:
+        if not (active and new):
+            sync(conn, row, active)
 
 
 def drop(conn: Connection, lesson_id: int) -> None:

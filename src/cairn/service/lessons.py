@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.content import content_hash, validate_value
@@ -134,6 +134,21 @@ def make_write(
         author=_bounded("author", author),
         url=_bounded("url", url),
     )
+
+
+# Built once: every write runs it (see records._BY_ADDRESS).
+_TWIN = (
+    select(lessons)
+    .where(
+        lessons.c.tenant_id == bindparam("tenant"),
+        lessons.c.scope == bindparam("scope"),
+        lessons.c.content_hash == bindparam("hash"),
+        lessons.c.trust != "rejected",
+        lessons.c.superseded_by.is_(None),
+    )
+    .order_by(lessons.c.id)
+    .limit(1)
+)
 
 
 class LessonOps:
@@ -272,22 +287,8 @@ class LessonOps:
     def _same_content_in_scope(
         self, conn: Connection, principal: Principal, scope: str, chash: str
     ) -> dict[str, Any] | None:
-        row = (
-            conn.execute(
-                select(lessons)
-                .where(
-                    lessons.c.tenant_id == principal.tenant_id,
-                    lessons.c.scope == scope,
-                    lessons.c.content_hash == chash,
-                    lessons.c.trust != "rejected",
-                    lessons.c.superseded_by.is_(None),
-                )
-                .order_by(lessons.c.id)
-                .limit(1)
-            )
-            .mappings()
-            .first()
-        )
+        params = {"tenant": principal.tenant_id, "scope": scope, "hash": chash}
+        row = conn.execute(_TWIN, params).mappings().first()
         return dict(row) if row else None
 
     def _sight(self, conn: Connection, principal: Principal, row: dict[str, Any], now: datetime) -> bool:

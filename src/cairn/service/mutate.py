@@ -7,16 +7,37 @@ so no path can write a lesson without its version and audit rows, or leave an in
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, update
+from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.engine import Connection
 
 from cairn.core.principal import Principal
 from cairn.service import audit, indexing
 from cairn.service.records import STATE_FIELDS, status
 from cairn.store.schema import lesson_tags, lesson_versions, lessons
+
+# Built once (see records._BY_ADDRESS for why).
+_INSERT_LESSON = insert(lessons)
+_INSERT_LESSON_RETURNING = insert(lessons).returning(lessons.c.id, sort_by_parameter_order=True)
+_UPDATE_LESSON = update(lessons).where(lessons.c.tenant_id == bindparam("b_tenant"), lessons.c.id == bindparam("b_id"))
+_INSERT_VERSION = insert(lesson_versions)
+_INSERT_TAGS = insert(lesson_tags)
+_DELETE_TAGS = delete(lesson_tags).where(
+    lesson_tags.c.tenant_id == bindparam("b_tenant"), lesson_tags.c.lesson_id == bindparam("b_id")
+)
+
+
+@dataclass
+class Change:
+    """One lesson's next version: ``before`` is None for a create."""
+
+    before: dict[str, Any] | None
+    state: dict[str, Any]
+    action: str
+    detail: dict[str, Any] | None = None
 
 
 def apply(
@@ -28,95 +49,118 @@ def apply(
     now: datetime,
     *,
     detail: dict[str, Any] | None = None,
-    recorded_at: datetime | None = None,
-    actor: str | None = None,
 ) -> dict[str, Any]:
-    """Write ``state`` as the lesson's next version and return the new lesson row.
+    """Write ``state`` as the lesson's next version and return the new lesson row."""
+    return apply_many(conn, principal, [Change(before, state, action, detail)], now)[0]
 
-    ``recorded_at``/``actor`` are only given by a lossless import, which replays history with its
-    original record times; every live mutation records ``now`` and the principal.
+
+def apply_many(conn: Connection, principal: Principal, changes: list[Change], now: datetime) -> list[dict[str, Any]]:
+    """Write several lessons' next versions in one go (same rows as one ``apply`` each).
+
+    Bulk import creates hundreds of lessons per transaction; issuing each statement once per
+    batch (executemany) instead of once per lesson is what makes 60,000 records a matter of
+    seconds. Callers must not pass two changes to the same lesson in one call.
     """
-    at = recorded_at or now
-    who = actor or principal.actor
-    values = {k: state[k] for k in STATE_FIELDS}
-    if before is None:
-        values.update(
-            tenant_id=principal.tenant_id,
-            version=1,
-            created_at=at,
-            updated_at=at,
-            created_by=who,
-            updated_by=who,
-        )
-        lesson_id = conn.execute(insert(lessons).values(**values)).inserted_primary_key[0]
-        row = {"id": lesson_id, **values}
-    else:
-        lesson_id = before["id"]
-        values.update(version=before["version"] + 1, updated_at=at, updated_by=who)
-        conn.execute(
-            update(lessons)
-            .where(lessons.c.tenant_id == principal.tenant_id, lessons.c.id == lesson_id)
-            .values(**values)
-        )
-        row = {**before, **values}
-
+    who = principal.actor
+    rows: list[dict[str, Any]] = []
+    creates: list[tuple[int, dict[str, Any]]] = []
+    updates: list[dict[str, Any]] = []
+    for n, ch in enumerate(changes):
+        values = {k: ch.state[k] for k in STATE_FIELDS}
+        if ch.before is None:
+            values.update(
+                tenant_id=principal.tenant_id,
+                version=1,
+                created_at=now,
+                updated_at=now,
+                created_by=who,
+                updated_by=who,
+            )
+            creates.append((n, values))
+            rows.append(values)
+        else:
+            values.update(version=ch.before["version"] + 1, updated_at=now, updated_by=who)
+            updates.append({**values, "b_tenant": principal.tenant_id, "b_id": ch.before["id"]})
+            rows.append({**ch.before, **values})
+    if creates:
+        if len(creates) == 1:
+            ids = [conn.execute(_INSERT_LESSON, creates[0][1]).inserted_primary_key[0]]
+        else:
+            result = conn.execute(_INSERT_LESSON_RETURNING, [v for _, v in creates])
+            ids = [r[0] for r in result]
+        for (n, _), lesson_id in zip(creates, ids, strict=True):
+            rows[n] = {"id": lesson_id, **rows[n]}
+    if updates:
+        conn.execute(_UPDATE_LESSON, updates)
     conn.execute(
-        insert(lesson_versions).values(
-            tenant_id=principal.tenant_id,
-            lesson_id=lesson_id,
-            version=row["version"],
-            action=action,
-            scope=row["scope"],
-            key=row["key"],
-            value=row["value"],
-            content_hash=row["content_hash"],
-            tags=row["tags"],
-            kind=row["kind"],
-            source_agent=row["source_agent"],
-            trigger=row["trigger"],
-            trust=row["trust"],
-            archived=row["archived_at"] is not None,
-            seen_count=row["seen_count"],
-            helped_count=row["helped_count"],
-            not_helped_count=row["not_helped_count"],
-            valid_from=row["valid_from"],
-            valid_to=row["valid_to"],
-            expires_at=row["expires_at"],
-            recorded_at=at,
-            actor=who,
-            session=principal.session,
-        )
+        _INSERT_VERSION,
+        [
+            {
+                "tenant_id": principal.tenant_id,
+                "lesson_id": row["id"],
+                "version": row["version"],
+                "action": ch.action,
+                "archived": row["archived_at"] is not None,
+                "recorded_at": now,
+                "actor": who,
+                "session": principal.session,
+                **{k: row[k] for k in _VERSION_STATE},
+            }
+            for ch, row in zip(changes, rows, strict=True)
+        ],
     )
-    if before is None or before["tags"] != row["tags"]:
-        _sync_tags(conn, principal, lesson_id, json.loads(row["tags"]), fresh=before is None)
-    indexing.sync(conn, row, status(row, now) == "active")
-    audit.record(
+    tag_deletes = [
+        {"b_tenant": principal.tenant_id, "b_id": row["id"]}
+        for ch, row in zip(changes, rows, strict=True)
+        if ch.before is not None and ch.before["tags"] != row["tags"]
+    ]
+    if tag_deletes:
+        conn.execute(_DELETE_TAGS, tag_deletes)
+    tag_rows = [
+        {"tenant_id": principal.tenant_id, "lesson_id": row["id"], "tag": t}
+        for ch, row in zip(changes, rows, strict=True)
+        if ch.before is None or ch.before["tags"] != row["tags"]
+        for t in json.loads(row["tags"])
+    ]
+    if tag_rows:
+        conn.execute(_INSERT_TAGS, tag_rows)
+    indexing.sync_many(
+        conn, [(row, status(row, now) == "active", ch.before is None) for ch, row in zip(changes, rows, strict=True)]
+    )
+    audit.record_many(
         conn,
         principal,
-        action,
-        lesson_id=lesson_id,
-        scope=row["scope"],
-        key=row["key"],
-        version_before=before["version"] if before else None,
-        version_after=row["version"],
-        hash_before=before["content_hash"] if before else None,
-        hash_after=row["content_hash"],
-        detail=detail,
-        at=now,
+        [
+            {
+                "action": ch.action,
+                "lesson_id": row["id"],
+                "scope": row["scope"],
+                "key": row["key"],
+                "version_before": ch.before["version"] if ch.before else None,
+                "version_after": row["version"],
+                "hash_before": ch.before["content_hash"] if ch.before else None,
+                "hash_after": row["content_hash"],
+                "detail": ch.detail,
+                "at": now,
+            }
+            for ch, row in zip(changes, rows, strict=True)
+        ],
     )
-    return row
+    return rows
+
+
+_VERSION_STATE = (
+    "scope", "key", "value", "content_hash", "tags", "kind", "source_agent", "trigger", "trust",
+    "seen_count", "helped_count", "not_helped_count", "valid_from", "valid_to", "expires_at",
+)  # fmt: skip
 
 
 def _sync_tags(conn: Connection, principal: Principal, lesson_id: int, tags: list[str], fresh: bool) -> None:
     if not fresh:
-        conn.execute(
-            delete(lesson_tags).where(
-                lesson_tags.c.tenant_id == principal.tenant_id, lesson_tags.c.lesson_id == lesson_id
-            )
-        )
+        conn.execute(_DELETE_TAGS, {"b_tenant": principal.tenant_id, "b_id": lesson_id})
     if tags:
         conn.execute(
-            insert(lesson_tags),
+            _INSERT_TAGS,
             [{"tenant_id": principal.tenant_id, "lesson_id": lesson_id, "tag": t} for t in tags],
         )
 

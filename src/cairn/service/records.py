@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import ColumnElement
@@ -80,27 +80,22 @@ def visible_rows(
     return out[:limit]
 
 
+# Hot-path statements are built once: building a SQLAlchemy statement per call (and its cache
+# key) cost more than executing it, and bulk import runs these for every record.
+_BY_ADDRESS = select(lessons).where(
+    lessons.c.tenant_id == bindparam("tenant"), lessons.c.scope == bindparam("scope"), lessons.c.key == bindparam("key")
+)
+_BY_ID = select(lessons).where(lessons.c.tenant_id == bindparam("tenant"), lessons.c.id == bindparam("id"))
+
+
 def fetch(conn: Connection, principal: Principal, scope: str, key: str) -> dict[str, Any] | None:
-    row = (
-        conn.execute(
-            select(lessons).where(
-                lessons.c.tenant_id == principal.tenant_id,
-                lessons.c.scope == scope,
-                lessons.c.key == key,
-            )
-        )
-        .mappings()
-        .first()
-    )
+    params = {"tenant": principal.tenant_id, "scope": scope, "key": key}
+    row = conn.execute(_BY_ADDRESS, params).mappings().first()
     return dict(row) if row else None
 
 
 def fetch_id(conn: Connection, principal: Principal, lesson_id: int) -> dict[str, Any] | None:
-    row = (
-        conn.execute(select(lessons).where(lessons.c.tenant_id == principal.tenant_id, lessons.c.id == lesson_id))
-        .mappings()
-        .first()
-    )
+    row = conn.execute(_BY_ID, {"tenant": principal.tenant_id, "id": lesson_id}).mappings().first()
     return dict(row) if row else None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import normalize_key
@@ -36,25 +36,26 @@ def _reason(reason: str | None) -> str:
     return reason
 
 
+# Built once: every write runs it (see records._BY_ADDRESS).
+_LIVE_MATCH = (
+    select(tombstones)
+    .where(
+        tombstones.c.tenant_id == bindparam("tenant"),
+        tombstones.c.lifted_at.is_(None),
+        or_(
+            tombstones.c.content_hash == bindparam("hash"),
+            and_(tombstones.c.scope == bindparam("scope"), tombstones.c.key == bindparam("key")),
+        ),
+    )
+    .order_by(tombstones.c.id)
+    .limit(1)
+)
+
+
 def check_tombstones(conn: Connection, principal: Principal, chash: str, scope: str, key: str) -> None:
     """Refuse a write whose content or address matches a live tombstone of the tenant."""
-    hit = (
-        conn.execute(
-            select(tombstones)
-            .where(
-                tombstones.c.tenant_id == principal.tenant_id,
-                tombstones.c.lifted_at.is_(None),
-                or_(
-                    tombstones.c.content_hash == chash,
-                    and_(tombstones.c.scope == scope, tombstones.c.key == key),
-                ),
-            )
-            .order_by(tombstones.c.id)
-            .limit(1)
-        )
-        .mappings()
-        .first()
-    )
+    params = {"tenant": principal.tenant_id, "hash": chash, "scope": scope, "key": key}
+    hit = conn.execute(_LIVE_MATCH, params).mappings().first()
     if hit is None:
         return
     matched = "content" if hit["content_hash"] == chash else "address"

@@ -29,17 +29,31 @@ def vec_table(model: str, dim: int) -> str:
 # -- full text ------------------------------------------------------------------------------
 
 
+_FTS_DELETE = text("DELETE FROM lesson_fts WHERE rowid = :id")
+_FTS_INSERT = text("INSERT INTO lesson_fts(rowid, key, value, tags) VALUES (:id, :key, :value, :tags)")
+
+
 def fts_put(conn: Connection, row: dict[str, Any]) -> None:
     fts_drop(conn, row["id"])
-    tags = " ".join(json.loads(row["tags"]))
-    conn.execute(
-        text("INSERT INTO lesson_fts(rowid, key, value, tags) VALUES (:id, :key, :value, :tags)"),
-        {"id": row["id"], "key": row["key"].replace("-", " ").replace("::", " "), "value": row["value"], "tags": tags},
-    )
+    conn.execute(_FTS_INSERT, _fts_params(row))
+
+
+def fts_insert_many(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Index lessons that are not in the index yet (fresh creates)."""
+    conn.execute(_FTS_INSERT, [_fts_params(r) for r in rows])
+
+
+def _fts_params(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "key": row["key"].replace("-", " ").replace("::", " "),
+        "value": row["value"],
+        "tags": " ".join(json.loads(row["tags"])),
+    }
 
 
 def fts_drop(conn: Connection, lesson_id: int) -> None:
-    conn.execute(text("DELETE FROM lesson_fts WHERE rowid = :id"), {"id": lesson_id})
+    conn.execute(_FTS_DELETE, {"id": lesson_id})
 
 
 def fts_has(conn: Connection, lesson_id: int) -> bool:

@@ -225,7 +225,10 @@ def main() -> int:
                 )
             report["runs"][-1]["rows"] = rows
     print("\n".join(lines))
-    print(f"recall floor {RECALL_FLOOR} (relevance = cosine + margin over the next candidates); 'answered' = right lesson returned by recall")
+    print(
+        f"recall floor {search_module.RECALL_FLOOR} (relevance = cosine + margin over the next candidates); "
+        "'answered' = right lesson returned by recall"
+    )
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "eval.json").write_text(json.dumps(report, indent=1))
     print(f"wrote {OUT / 'eval.json'}")

@@ -48,7 +48,7 @@ GAP_WEIGHT = 1.0
 RECALL_FLOOR = 0.75
 # RRF arm weights (full text, vector).
 ARM_WEIGHTS = (1.0, 1.0)
-# The search arm's full-text query is conjunctive (every query word must match); recall's is an OR
+# In hybrid search the full-text query is conjunctive (every query word must match); recall's is an OR
 # of the error's rarest terms. An OR over a question's words matches most lessons on some incidental
 # word, and RRF then lets those weak matches, returned by both arms, outrank the vector arm's best:
 # on the dev half of evals/ the OR arm cost 7 points of recall@1 and 9 of recall@3 against AND.
@@ -297,7 +297,7 @@ class SearchOps:
             depth = ARM_DEPTH
             fts: list[tuple[int, float]] = []
             if mode in ("hybrid", "fts") and terms:
-                match = _match_expr(conn, terms, weigh)
+                match = _match_expr(conn, terms, weigh, conjunctive=mode == "hybrid")
                 if match:
                     fts = ix.fts_search(conn, principal.tenant_id, match, chosen, now, depth, trust, tag)
             vec: list[tuple[int, float]] = []
@@ -415,10 +415,15 @@ def _embed_text(row: dict[str, Any]) -> str:
     return row["key"].replace("-", " ").replace("::", " ") + ". " + row["value"]
 
 
-def _match_expr(conn: Connection, terms: list[str], weigh: bool) -> str:
-    """Search: every term (AND). Recall: an OR of the terms the store knows, rarest first, at most 12."""
+def _match_expr(conn: Connection, terms: list[str], weigh: bool, conjunctive: bool) -> str:
+    """The FTS5 query: quoted terms only, so no user input is read as query syntax.
+
+    Hybrid search: every term (AND), the precise lexical signal fusion needs. Full-text-only
+    search: any term (OR), ranked by BM25, classic keyword search. Recall: an OR of the terms the
+    store knows, rarest first, at most 12.
+    """
     if not weigh:
-        return " AND ".join(ix.fts_phrase(t) for t in terms[:32])
+        return (" AND " if conjunctive else " OR ").join(ix.fts_phrase(t) for t in terms[:32])
     df, total = ix.doc_frequencies(conn, terms)
     known = [t for t in terms if df.get(t)]
     if not known or not total:

@@ -68,6 +68,9 @@ def upgrade() -> None:
             "CREATE VIRTUAL TABLE lesson_fts USING fts5("
             "key, value, tags, tokenize = 'porter unicode61 remove_diacritics 2')"
         )
+        # Purge is hard erasure: without secure-delete, FTS5 leaves a deleted lesson's tokens in
+        # its segment tables until they happen to be merged (SQLite >= 3.42).
+        op.execute("INSERT INTO lesson_fts(lesson_fts, rank) VALUES ('secure-delete', 1)")
         # Backfill: stores created before search existed become searchable at once.
         op.execute(
             "INSERT INTO lesson_fts(rowid, key, value, tags) "

@@ -1,0 +1,74 @@
+"""Helpers shared by the search tests (plain functions: no fixtures, no autouse)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from cairn.core.principal import LOCAL_TENANT, Principal
+from cairn.search.embed import ENV_MODEL
+from cairn.service.api import Cairn
+from cairn.store.engine import Store, sqlite_url
+
+MODES = ("fts", "vector", "hybrid")
+ENV_CLEARED = (ENV_MODEL, "CAIRN_FAKE_NOW", "CAIRN_SESSION", "CAIRN_PROMOTION_THRESHOLD")
+
+ME = Principal(LOCAL_TENANT, "tester")
+HUMAN = Principal(LOCAL_TENANT, "reviewer", human=True)
+
+
+@contextmanager
+def default_env() -> Iterator[pytest.MonkeyPatch]:
+    """The shipped configuration (MiniLM, real clock), for module-scoped fixtures too."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ENV_CLEARED:
+            mp.delenv(name, raising=False)
+        yield mp
+
+
+def open_service(home: Path) -> Cairn:
+    home.mkdir(parents=True, exist_ok=True)
+    store = Store(sqlite_url(home))
+    store.ensure_schema()
+    svc = Cairn(store)
+    svc.ensure_tenant(ME)
+    return svc
+
+
+def load(svc: Cairn, lessons: dict[str, str] | list[dict[str, Any]], scope: str = "global") -> None:
+    """Bulk-load plain records through import (the same path as `cairn import`)."""
+    if isinstance(lessons, dict):
+        records = [{"scope": scope, "key": k, "value": v} for k, v in lessons.items()]
+    else:
+        records = lessons
+    result = svc.import_lines(ME, [json.dumps(r) for r in records])
+    assert not result["refused"], result["refused"]
+
+
+def keys(result: dict[str, Any]) -> list[str]:
+    return [h["key"] for h in result["results"]]
+
+
+def addrs(result: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(h["scope"], h["key"]) for h in result["results"]]
+
+
+def recalled(result: dict[str, Any]) -> list[str]:
+    return [h["key"] for h in result["lessons"]]
+
+
+def sql(svc: Cairn, query: str, **params: Any) -> list[tuple[Any, ...]]:
+    with svc.store.connect(write=False) as conn:
+        return [tuple(r) for r in conn.execute(text(query), params)]
+
+
+def lesson_id(svc: Cairn, scope: str, key: str, tenant: str = LOCAL_TENANT) -> int:
+    rows = sql(svc, "SELECT id FROM lessons WHERE tenant_id = :t AND scope = :s AND key = :k", t=tenant, s=scope, k=key)
+    assert len(rows) == 1, rows
+    return rows[0][0]

@@ -17,16 +17,16 @@ class Boom(RuntimeError):
 
 def fail_audit_on_call(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     """Make the n-th audit append of the next operation fail (the audit row is written last)."""
-    real = audit.record
+    real = audit.record_many  # every audit append (record() too) goes through record_many
     calls = {"n": 0}
 
-    def record(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def record_many(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if calls["n"] == n:
             raise Boom("disk full")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "record", record)
+    monkeypatch.setattr(audit, "record_many", record_many)
 
 
 @pytest.fixture

@@ -161,6 +161,14 @@ def test_exact_keyword_hit_survives_fusion(corpus: Cairn, query: str) -> None:
     assert hybrid[0]["fts_rank"] == 1 and hybrid[0]["similarity"] is not None
 
 
+@pytest.mark.parametrize(
+    "query",
+    ["FROB_ZOMBIE_GRACE_MS consumer evicted", "FROB_ZOMBIE_GRACE_MS broker", "why is FROB_ZOMBIE_GRACE_MS needed"],
+)
+def test_exact_keyword_hit_survives_extra_words(corpus: Cairn, query: str) -> None:
+    assert "zombie-grace" in keys(corpus.search(ME, query, mode="hybrid", limit=3))
+
+
 def test_exact_keyword_sibling_identifiers_are_distinct(corpus: Cairn) -> None:
     for ident, key in [
         ("FROB_ZOMBIE_TIMEOUT_MS", "zombie-timeout"),

@@ -423,7 +423,15 @@ def _match_expr(conn: Connection, terms: list[str], weigh: bool, conjunctive: bo
     store knows, rarest first, at most 12.
     """
     if not weigh:
-        return (" AND " if conjunctive else " OR ").join(ix.fts_phrase(t) for t in terms[:32])
+        if not conjunctive:
+            return " OR ".join(ix.fts_phrase(t) for t in terms[:32])
+        conj = " AND ".join(ix.fts_phrase(t) for t in terms[:32])
+        # An identifier (FROB_GRACE_MS, http2, v1.4) is specific enough to match on its own: extra
+        # words around it must not empty the lexical arm and leave it to the vector arm.
+        idents = [t for t in terms[:32] if "_" in t or "." in t or any(c.isdigit() for c in t)]
+        if idents and len(terms) > 1:
+            return f"({conj}) OR " + " OR ".join(ix.fts_phrase(t) for t in idents)
+        return conj
     df, total = ix.doc_frequencies(conn, terms)
     known = [t for t in terms if df.get(t)]
     if not known or not total:

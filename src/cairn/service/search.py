@@ -41,13 +41,11 @@ RERANK_FACTOR = 8  # binary-quantized KNN returns this many times ARM_DEPTH for 
 DRAIN_BATCH = 256
 # Recall: relevance = cosine(query, lesson) + GAP_WEIGHT × how far that cosine stands above the
 # next five candidates' (core/ranking.distinctiveness). Chosen on the dev half of evals/ only
-# (`make eval` prints the sweep; evals/README.md): the highest floor... see RECALL_FLOOR's note.
+# (`make eval --calibrate` prints the sweep; evals/README.md).
 GAP_WEIGHT = 1.0
 # The floor with the best balanced accuracy (answered vs abstained) on the dev half, the same
 # at 0 and at 5,000 distractors (`python evals/run_eval.py --calibrate`).
 RECALL_FLOOR = 0.75
-# RRF arm weights (full text, vector).
-ARM_WEIGHTS = (1.0, 1.0)
 # In hybrid search the full-text query is conjunctive (every query word must match); recall's is an OR
 # of the error's rarest terms. An OR over a question's words matches most lessons on some incidental
 # word, and RRF then lets those weak matches, returned by both arms, outrank the vector arm's best:
@@ -310,7 +308,7 @@ class SearchOps:
                     )
                     sims = _cosines(conn, model.name, qvec, coarse)
                     vec = sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
-            fused = rrf([[i for i, _ in fts], [i for i, _ in vec]], weights=ARM_WEIGHTS)
+            fused = rrf([[i for i, _ in fts], [i for i, _ in vec]])
             if not fused:
                 return []
             ids = sorted(fused, key=lambda i: -fused[i])

@@ -1,61 +1,202 @@
 """Settings the service needs, with their defaults and where each value came from.
 
-Read from ``$CAIRN_HOME/config.toml`` and ``CAIRN_*`` environment variables (the environment wins).
-Surfaces load settings once and hand them to the service; the service never reads files.
+Layers, lowest to highest: built-in defaults → the user's ``$CAIRN_HOME/config.toml`` (``~/.cairn``)
+→ the repository's ``.cairn.toml`` (the repo wins: a team tunes its context budget once, for everyone
+who clones it) → ``CAIRN_*`` environment variables (a one-off override). Command-line flags such as
+``--max-chars`` override all of these for one call. ``cairn config show`` prints every value with
+its source, because "why is my budget 1200?" must have a one-command answer.
+
+Every value is validated with its range here, and an unknown key is refused with the nearest known
+one: a silently ignored typo (``max_char``) is the kind of config bug nobody finds. Surfaces load
+settings once and hand them to the service; the service never reads files.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from cairn.errors import CairnError
 
+REPO_FILE = ".cairn.toml"
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str  # the Settings field
+    path: tuple[str, ...]  # where it lives in TOML
+    kind: type
+    low: float
+    high: float
+    help: str
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def env(self) -> str:
+        return "CAIRN_" + "_".join(self.path).upper()
+
+
+SPECS = (
+    Spec("max_chars", ("context", "max_chars"), int, 200, 20000, "character budget of the whole context block"),
+    Spec("loop_cap", ("context", "loop_cap"), int, 0, 100, "lessons per loop:: bucket in context (0 drops them)"),
+    Spec("half_life_days", ("context", "half_life_days"), float, 0.1, 3650, "recency half-life in days"),
+    Spec("weight_recency", ("context", "weights", "recency"), float, 0, 100, "weight of recency in the score"),
+    Spec("weight_salience", ("context", "weights", "salience"), float, 0, 100, "weight of recurrence"),
+    Spec("weight_relevance", ("context", "weights", "relevance"), float, 0, 100, "weight of branch/task relevance"),
+    Spec("weight_outcome", ("context", "weights", "outcome"), float, 0, 100, "weight of the helped ratio"),
+    Spec("candidate_factor", ("context", "candidate_factor"), float, 0, 1, "score multiplier of unverified lessons"),
+    Spec("promotion_threshold", ("trust", "promotion_threshold"), int, 1, 1000, "sessions before auto-verify"),
+    Spec("archive_retention_days", ("purge", "archive_retention_days"), int, 1, 36500, "days archived are kept"),
+    Spec("sweep_minutes", ("serve", "sweep_minutes"), int, 1, 10080, "minutes between the daemon's sweeps"),
+)
+_BY_PATH = {s.path: s for s in SPECS}
+# Environment names kept from before the [context] section existed.
+_LEGACY_ENV = {
+    "promotion_threshold": "CAIRN_PROMOTION_THRESHOLD",
+    "archive_retention_days": "CAIRN_ARCHIVE_RETENTION_DAYS",
+}
+
 
 @dataclass(frozen=True)
 class Settings:
+    max_chars: int = 3000
+    loop_cap: int = 1
+    half_life_days: float = 14.0
+    weight_recency: float = 1.0
+    weight_salience: float = 1.0
+    weight_relevance: float = 1.0
+    weight_outcome: float = 1.0
+    candidate_factor: float = 0.8  # verified above candidate: an unverified lesson's score × this
     promotion_threshold: int = 3  # distinct sessions before a recurring candidate is verified
     archive_retention_days: int = 30
+    sweep_minutes: int = 60
     sources: dict[str, str] = field(default_factory=dict)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "default")
+
+    def with_overrides(self, **values: Any) -> Settings:
+        """Per-call overrides (command-line flags), validated like every other layer."""
+        given = {k: v for k, v in values.items() if v is not None}
+        if not given:
+            return self
+        checked = {}
+        sources = dict(self.sources)
+        for name, raw in given.items():
+            spec = next(s for s in SPECS if s.name == name)
+            checked[name] = _coerce(spec, raw, f"--{name.replace('_', '-')}", "INVALID_INPUT")
+            sources[name] = "command line"
+        return replace(self, **checked, sources=sources)
+
+    def effective(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "key": s.dotted,
+                "value": getattr(self, s.name),
+                "source": self.source(s.name),
+                "env": s.env,
+                "help": s.help,
+            }
+            for s in SPECS
+        ]
 
 
 def default_home() -> Path:
     return Path(os.environ.get("CAIRN_HOME") or Path.home() / ".cairn").expanduser()
 
 
-def load(home: Path) -> Settings:
+def _coerce(spec: Spec, raw: Any, where: str, code: str = "SETUP") -> int | float:
+    if isinstance(raw, bool):
+        raise CairnError(code, f"{spec.dotted} must be a number, got {raw!r} ({where})")
+    try:
+        if spec.kind is int:
+            if isinstance(raw, float) and not raw.is_integer():
+                raise ValueError
+            value: int | float = int(raw)
+        else:
+            value = float(raw)
+    except (TypeError, ValueError):
+        kind = "a whole number" if spec.kind is int else "a number"
+        raise CairnError(code, f"{spec.dotted} must be {kind}, got {raw!r} ({where})") from None
+    if not spec.low <= value <= spec.high:
+        low, high = (int(spec.low), int(spec.high)) if spec.kind is int else (spec.low, spec.high)
+        raise CairnError(code, f"{spec.dotted} must be between {low} and {high}, got {value} ({where})")
+    return value
+
+
+def _flatten(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    out: dict[tuple[str, ...], Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, (*prefix, key)))
+        else:
+            out[(*prefix, key)] = value
+    return out
+
+
+def _read(path: Path) -> dict[tuple[str, ...], Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CairnError("SETUP", f"{path} is not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise CairnError("SETUP", f"cannot read {path}: {exc.strerror}") from None
+    flat = _flatten(data)
+    for key in flat:
+        if key not in _BY_PATH:
+            dotted = ".".join(key)
+            near = difflib.get_close_matches(dotted, [s.dotted for s in SPECS], n=1)
+            hint = f"; did you mean {near[0]}?" if near else f"; known keys: {', '.join(s.dotted for s in SPECS)}"
+            raise CairnError("SETUP", f"{path}: unknown setting {dotted}{hint}")
+    return flat
+
+
+def repo_config(cwd: Path | None) -> Path | None:
+    """The ``.cairn.toml`` that applies in ``cwd``: the nearest one up to the repository root."""
+    if cwd is None:
+        return None
+    from cairn.gitinfo import find_root
+
+    try:
+        here = cwd.resolve()
+    except OSError:
+        return None
+    root = find_root(here)
+    for candidate in (here, *here.parents):
+        path = candidate / REPO_FILE
+        if path.is_file():
+            return path
+        if root is None or candidate == root:
+            break
+    return None
+
+
+def load(home: Path, cwd: Path | None = None) -> Settings:
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    path = home / "config.toml"
-    if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise CairnError("SETUP", f"{path} is not valid TOML: {exc}") from exc
-        trust = data.get("trust", {})
-        if "promotion_threshold" in trust:
-            values["promotion_threshold"] = trust["promotion_threshold"]
-            sources["promotion_threshold"] = str(path)
-        purge = data.get("purge", {})
-        if "archive_retention_days" in purge:
-            values["archive_retention_days"] = purge["archive_retention_days"]
-            sources["archive_retention_days"] = str(path)
-    for name, env in (
-        ("promotion_threshold", "CAIRN_PROMOTION_THRESHOLD"),
-        ("archive_retention_days", "CAIRN_ARCHIVE_RETENTION_DAYS"),
-    ):
-        if os.environ.get(env):
-            values[name] = os.environ[env]
-            sources[name] = f"${env}"
-    for name, raw in list(values.items()):
-        try:
-            number = int(raw)
-        except (TypeError, ValueError):
-            raise CairnError("SETUP", f"{name} must be a whole number, got {raw!r} ({sources[name]})") from None
-        if number < 1:
-            raise CairnError("SETUP", f"{name} must be at least 1, got {number} ({sources[name]})")
-        values[name] = number
-    return Settings(**values, sources=sources)
+    layers = [home / "config.toml", repo_config(cwd)]
+    for path in layers:
+        if path is None or not path.is_file():
+            continue
+        for key, raw in _read(path).items():
+            spec = _BY_PATH[key]
+            values[spec.name] = _coerce(spec, raw, str(path))
+            sources[spec.name] = str(path)
+    for spec in SPECS:
+        for env in (spec.env, _LEGACY_ENV.get(spec.name)):
+            if env and os.environ.get(env):
+                values[spec.name] = _coerce(spec, os.environ[env], f"${env}")
+                sources[spec.name] = f"${env}"
+                break
+    settings = Settings(**values, sources=sources)
+    weights = [getattr(settings, f.name) for f in fields(settings) if f.name.startswith("weight_")]
+    if not any(weights):
+        raise CairnError("SETUP", "context.weights are all 0; at least one must be positive")
+    return settings

@@ -33,6 +33,8 @@ review_app = typer.Typer(help="The review queue: verify or reject candidate less
 audit_app = typer.Typer(help="The audit ledger: every mutation, hash-chained.", invoke_without_command=True)
 app.add_typer(review_app, name="review")
 app.add_typer(audit_app, name="audit")
+config_app = typer.Typer(help="Settings and where each value came from.", invoke_without_command=True)
+app.add_typer(config_app, name="config")
 
 
 class _State:
@@ -67,20 +69,19 @@ def run(argv: list[str], g: Globals, out: Output) -> int:
     return result if isinstance(result, int) else 0
 
 
+def _home() -> Path:
+    from cairn.local import ensure_home, resolve_home
+
+    return ensure_home(resolve_home(S.g.home))
+
+
 def svc() -> tuple[Cairn, Principal]:
     """Open the local store and the local principal, once per invocation."""
     if S.svc is None:
-        from cairn import settings
         from cairn.core.principal import local_principal
-        from cairn.service.api import Cairn
-        from cairn.store.engine import Store, sqlite_url
+        from cairn.local import open_service
 
-        home = Path(S.g.home).expanduser() if S.g.home else settings.default_home()
-        try:
-            home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as exc:
-            raise CairnError("SETUP", f"cannot create the Cairn home {home}: {exc.strerror}") from None
-        S.svc = Cairn(Store(sqlite_url(home)), settings.load(home))
+        S.svc = open_service(_home(), cwd=Path.cwd())
         S.principal = local_principal(session=S.g.session, human=S.g.human)
         S.svc.ensure_tenant(S.principal)
     assert S.principal is not None
@@ -434,22 +435,65 @@ def search(
     S.out.ok(result, render.search(result))
 
 
+# Hot-path verbs are parsed in ``cairn.cli.fast`` / ``cairn.hosts`` before this tree loads (see
+# ``cli/main.py``); these entries only list them in ``cairn --help``.
+_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def context() -> None:
+    """The session-start block: best lessons of the ladder within a budget (cairn context --help)."""
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def recall() -> None:
+    """At most 3 lessons that fit a failed tool call's output, or nothing (cairn recall --help)."""
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def hook() -> None:
+    """Agent host hooks: session-start, tool-failure, prompt-submit (cairn hook --help)."""
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def install() -> None:
+    """Wire the hooks into claude-code, cursor or codex (cairn install --help)."""
+
+
+@config_app.callback()
+def config_default(ctx: typer.Context) -> None:
+    """Settings and where each value came from (same as: cairn config show)."""
+    if ctx.invoked_subcommand is None:
+        config_show()
+
+
+@config_app.command("show")
+def config_show() -> None:
+    """Every setting's effective value and where it came from (default, file, environment)."""
+    from cairn import settings as settings_mod
+
+    home = _home()
+    cfg = settings_mod.load(home, Path.cwd())
+    rows = cfg.effective()
+    repo_file = settings_mod.repo_config(Path.cwd())
+    data = {
+        "settings": rows,
+        "files": {"user": str(home / "config.toml"), "repo": str(repo_file) if repo_file else None},
+    }
+    width = max(len(r["key"]) for r in rows)
+    lines = [f"{r['key']:<{width}}  {r['value']!s:<8} {r['source']}" for r in rows]
+    lines.append(f"user config: {home / 'config.toml'}; repo config: {repo_file or '(no .cairn.toml here)'}")
+    S.out.ok(data, "\n".join(lines))
+
+
 @app.command()
-def recall(
-    text: Annotated[str | None, typer.Option("--text", help="The failure text (default: read stdin)")] = None,
-    scope: ScopesOpt = None,
-    repo: RepoOpt = None,
-    branch: BranchOpt = None,
-    project: ProjectOpt = None,
-) -> None:
-    """Given a failed tool call's output, print at most 3 lessons that fit — or nothing."""
-    service, p = svc()
-    if text is None:
-        if sys.stdin is None or sys.stdin.isatty():
-            raise CairnError("INVALID_INPUT", "no failure text: pass --text or pipe the output on stdin")
-        text = sys.stdin.read()
-    result = service.recall(p, text, scopes=scope, repo=repo, branch=branch, project=project)
-    S.out.ok(result, render.recall(result))
+def serve(
+    no_warm: Annotated[bool, typer.Option("--no-warm", help="Skip loading the index and model at start")] = False,
+) -> int:
+    """Run the local daemon: keeps store, index and model warm for hooks; runs the sweeps. Ctrl-C stops."""
+    from cairn.daemon.server import Daemon
+
+    return Daemon(_home()).serve(warm=not no_warm)
 
 
 @app.command()

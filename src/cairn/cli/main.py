@@ -58,7 +58,7 @@ def _verb(rest: list[str]) -> str:
         if arg.startswith("-"):
             continue
         nxt = rest[i + 1] if i + 1 < len(rest) else ""
-        if arg in ("review", "audit") and nxt and not nxt.startswith("-"):
+        if arg in ("review", "audit", "config") and nxt and not nxt.startswith("-"):
             return f"{arg} {nxt}"
         return arg
     return "cairn"
@@ -75,9 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         out.fail(CairnError("INVALID_INPUT", g.error))
         return 1
     try:
-        from cairn.cli.app import run
-
-        code = run(rest, g, out)
+        code = _dispatch(rest, g, out)
     except CairnError as exc:
         out.fail(exc)
         code = exc.exit_code
@@ -91,6 +89,33 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     sys.stdout.flush()
     return code
+
+
+FAST_VERBS = ("context", "recall")  # parsed with argparse, served by the daemon when it runs
+HOST_VERBS = ("hook", "install")  # run by agent hosts; standard library only
+
+
+def _dispatch(rest: list[str], g: Globals, out: object) -> int:
+    """Hot-path verbs skip the typer command tree: it alone costs more than a warm daemon answer."""
+    verb = next((a for a in rest if not a.startswith("-")), None)
+    if verb in FAST_VERBS:
+        from cairn.cli import fast
+
+        args = list(rest)
+        args.remove(verb)
+        return fast.run(verb, args, g, out)  # type: ignore[arg-type]
+    if verb in HOST_VERBS and rest and rest[0] == verb:
+        args = rest[1:]
+        if verb == "hook":
+            from cairn.hosts import hook
+
+            return hook.main(args, g)
+        from cairn.hosts import install
+
+        return install.main(args, g)
+    from cairn.cli.app import run
+
+    return run(rest, g, out)  # type: ignore[arg-type]
 
 
 def entry() -> None:

@@ -47,9 +47,13 @@ class Principal:
             raise CairnError("FORBIDDEN", f"{what} acts on the whole store; a scope-limited token may not")
 
 
-def local_principal(session: str | None = None, human: bool = False) -> Principal:
-    """The single-user default on the embedded store: the local tenant, the OS user as actor."""
-    actor = os.environ.get("CAIRN_ACTOR") or _os_user()
+def local_principal(session: str | None = None, human: bool = False, actor: str | None = None) -> Principal:
+    """The single-user default on the embedded store: the local tenant, the OS user as actor.
+
+    ``actor`` is given by the local daemon, which serves its owner's other processes: it passes the
+    caller's ``CAIRN_ACTOR``, not its own (only processes of the same OS user can reach its socket).
+    """
+    actor = actor or os.environ.get("CAIRN_ACTOR") or _os_user()
     return Principal(
         tenant_id=LOCAL_TENANT,
         actor=actor,

@@ -11,6 +11,7 @@ from sqlalchemy import insert, select
 
 from cairn.core.principal import Principal
 from cairn.core.timeparse import utcnow
+from cairn.service.context import ContextOps
 from cairn.service.graph import GraphOps
 from cairn.service.ledger import LedgerOps
 from cairn.service.lifecycle import LifecycleOps
@@ -23,7 +24,7 @@ from cairn.store.engine import Store
 from cairn.store.schema import tenants
 
 
-class Cairn(LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps, SearchOps):
+class Cairn(ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps, SearchOps):
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()

@@ -1,0 +1,106 @@
+"""Reach the service from a short-lived process: through the local daemon if it runs, else in-process.
+
+Hooks and ``cairn context``/``cairn recall`` call ``call``. Importing this module costs only the
+standard library: when ``cairn serve`` is up the answer arrives over its socket in milliseconds and
+the process never loads SQLAlchemy, numpy or the embedding model. When it is down (no socket,
+connection refused) the same operation runs in this process (``cairn.daemon.ops``), slower but
+identical. ``CAIRN_NO_DAEMON=1`` forces the in-process path (benchmarks measure both).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+from cairn.daemon import protocol
+from cairn.errors import CairnError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+CONNECT_TIMEOUT = 0.5
+# The first context after the daemon starts loads the ranking index (~1 s per 100k lessons here).
+ANSWER_TIMEOUT = float(os.environ.get("CAIRN_DAEMON_TIMEOUT") or 60)
+
+
+def resolve_home(home: str | Path | None) -> str:
+    """The Cairn home as a string (``cairn.settings.default_home`` without importing pathlib)."""
+    raw = os.fspath(home) if home else os.environ.get("CAIRN_HOME") or os.path.join("~", ".cairn")
+    return os.path.expanduser(raw)
+
+
+def _actor() -> str | None:
+    """The caller's ``CAIRN_ACTOR``; None lets the daemon use the OS user (it is the same user)."""
+    return os.environ.get("CAIRN_ACTOR") or None
+
+
+def ask_daemon(home: str | Path, message: dict[str, Any]) -> dict[str, Any] | None:
+    """The daemon's answer, or None when no daemon listens for this home."""
+    path = protocol.socket_path(home)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT)
+        try:
+            sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError, TimeoutError, OSError):
+            return None
+        sock.settimeout(ANSWER_TIMEOUT)
+        try:
+            sock.sendall(protocol.encode(message))
+            raw = protocol.read_message(sock)
+        except TimeoutError:
+            raise CairnError("INTERNAL", f"the Cairn daemon did not answer within {ANSWER_TIMEOUT:.0f}s") from None
+        except OSError:
+            return None  # it went away mid-request: do the work here instead
+        if not raw:
+            return None
+        return protocol.decode(raw)
+    finally:
+        sock.close()
+
+
+def call(
+    op: str,
+    params: dict[str, Any],
+    *,
+    home: str | Path | None = None,
+    session: str | None = None,
+    human: bool = False,
+) -> dict[str, Any]:
+    """Run ``op`` and return its data, or raise ``CairnError`` with the service's code."""
+    home_path = resolve_home(home)
+    session = session or os.environ.get("CAIRN_SESSION") or None
+    if not os.environ.get("CAIRN_NO_DAEMON"):
+        message = {
+            "v": protocol.PROTOCOL, "op": op, "params": params,
+            "actor": _actor(), "session": session, "human": human,
+        }  # fmt: skip
+        answer = ask_daemon(home_path, message)
+        if answer is not None:
+            if answer.get("ok"):
+                return answer["data"]
+            err = answer.get("error") or {}
+            code = err.get("code") if err.get("code") in _codes() else "INTERNAL"
+            raise CairnError(code, err.get("message") or "the daemon refused the request", err.get("data"))
+    return in_process(op, params, home_path, session, human)
+
+
+def _codes() -> dict[str, Any]:
+    from cairn.errors import CODES
+
+    return CODES
+
+
+def in_process(op: str, params: dict[str, Any], home: str, session: str | None, human: bool) -> dict[str, Any]:
+    from pathlib import Path
+
+    from cairn.core.principal import local_principal
+    from cairn.daemon import ops
+    from cairn.local import open_service
+
+    cwd = Path(params["cwd"]) if params.get("cwd") else None
+    svc = open_service(Path(home), cwd=cwd)
+    principal = local_principal(session=session, human=human)
+    svc.ensure_tenant(principal)
+    return ops.run(svc, principal, Path(home), op, params)

@@ -1,0 +1,1 @@
+"""The local daemon (``cairn serve``) and what its clients need to reach it."""

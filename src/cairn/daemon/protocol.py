@@ -1,0 +1,65 @@
+"""The local socket protocol: where the socket lives and how a request is framed. Standard library only.
+
+One request per connection: the client writes one JSON object and a newline, the daemon answers
+with one JSON object and a newline and closes. JSON lines keep the client a few dozen lines of
+stdlib (hooks import nothing heavy) and are trivial to inspect with ``socat``.
+
+The socket is a Unix domain socket in the Cairn home (mode 0600 in a 0700 directory), so only the
+owner's processes can connect; the daemon also checks the peer's uid (SO_PEERCRED) and refuses
+anyone else. The daemon therefore trusts what a request says about its actor and session exactly as
+far as the in-process CLI trusts its own environment: both are the same OS user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+PROTOCOL = 1
+SOCKET_NAME = "cairn.sock"
+PID_NAME = "cairn.pid"
+MAX_MESSAGE = 8 * 1024 * 1024
+_AF_UNIX_PATH_MAX = 100  # sun_path is 108 bytes on Linux, 104 on macOS; keep a margin
+
+
+def socket_path(home: str | os.PathLike[str]) -> str:
+    """``<home>/cairn.sock``, or a per-user temp path when the home's path is too long for AF_UNIX.
+
+    Strings, not ``pathlib``: this runs in every hook process, where each import is paid again.
+    """
+    path = os.path.join(os.fspath(home), SOCKET_NAME)
+    if len(os.fsencode(path)) <= _AF_UNIX_PATH_MAX:
+        return path
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(os.fspath(home)))).hexdigest()[:20]
+    return os.path.join(tempfile.gettempdir(), f"cairn-{os.getuid()}", f"{digest}.sock")
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    message = json.loads(raw.decode("utf-8"))
+    if not isinstance(message, dict):
+        raise ValueError("a message is a JSON object")
+    return message
+
+
+def read_message(sock: Any) -> bytes:
+    chunks = []
+    size = 0
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+        if size > MAX_MESSAGE:
+            raise ValueError("message too large")
+    return b"".join(chunks)

@@ -1,0 +1,194 @@
+"""``cairn serve``: a long-lived local process that keeps the store, the ranking index and the model warm.
+
+A hook is a fresh process on every session start and every failed tool call. Alone, each pays for
+importing SQLAlchemy and numpy, opening the store, loading the ranking index and (for recall) the
+embedding model: about a second, far more at a million lessons. The daemon pays once and answers
+over a Unix socket (``cairn.daemon.protocol``); the client falls back to in-process work whenever
+the daemon is absent, so it is an accelerator, never a dependency.
+
+It also runs the built-in sweeps on a schedule, as the local owner (actor ``cairn-serve``):
+erase expired lessons, erase archived and rejected ones past retention (``purge``), and embed
+queued lessons so that searches and session starts never wait for a bulk import's vectors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from cairn.core.principal import local_principal
+from cairn.daemon import ops, protocol
+from cairn.errors import CairnError
+from cairn.local import ensure_home, open_service
+
+SWEEP_ACTOR = "cairn-serve"
+DRAIN_EVERY = 15.0  # seconds between checks of the embedding queue
+
+
+def _peer_uid(sock: socket.socket) -> int | None:
+    """The connecting process's uid (Linux SO_PEERCRED); None where the platform lacks it."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid
+
+
+class Daemon:
+    def __init__(self, home: Path, log: Any = None) -> None:
+        self.home = ensure_home(home)
+        self.svc = open_service(self.home)
+        self.started = time.time()
+        self.stopping = threading.Event()
+        self.log = log or (lambda msg: sys.stderr.write(f"cairn serve: {msg}\n"))
+        self.requests = 0
+
+    # -- requests ---------------------------------------------------------------------------
+    def handle(self, raw: bytes) -> dict[str, Any]:
+        try:
+            message = protocol.decode(raw)
+        except (ValueError, UnicodeDecodeError):
+            return _error(CairnError("INVALID_INPUT", "the request is not a JSON object"))
+        if message.get("v") != protocol.PROTOCOL:
+            return _error(CairnError("SETUP", f"client protocol {message.get('v')!r}, daemon {protocol.PROTOCOL}"))
+        op = message.get("op")
+        params = message.get("params") or {}
+        if not isinstance(op, str) or not isinstance(params, dict):
+            return _error(CairnError("INVALID_INPUT", "a request has an op (string) and params (object)"))
+        principal = local_principal(
+            session=message.get("session") or None,
+            human=bool(message.get("human")),
+            actor=message.get("actor") or None,
+        )
+        try:
+            self.svc.ensure_tenant(principal)
+            data = ops.run(self.svc, principal, self.home, op, params)
+        except CairnError as exc:
+            return _error(exc)
+        except Exception as exc:  # noqa: BLE001 - one bad request must not take the daemon down
+            self.log(f"{op} failed: {type(exc).__name__}")  # never the message: it may quote lesson text
+            if os.environ.get("CAIRN_DEBUG"):
+                raise
+            return _error(CairnError("INTERNAL", f"unexpected {type(exc).__name__} in the daemon"))
+        self.requests += 1
+        return {"ok": True, "data": data}
+
+    # -- warm-up and sweeps -----------------------------------------------------------------
+    def warm(self) -> None:
+        """Load what the first session start would otherwise wait for: index and model."""
+        principal = local_principal(actor=SWEEP_ACTOR)
+        self.svc.ensure_tenant(principal)
+        started = time.perf_counter()
+        self.svc.context(principal)
+        try:
+            self.svc.context(principal, task="warm up the embedding model")
+        except CairnError as exc:
+            self.log(f"embedding model unavailable ({exc.code}); context ranks by words only")
+        self.log(f"warm in {time.perf_counter() - started:.1f}s")
+
+    def sweep(self) -> None:
+        principal = local_principal(actor=SWEEP_ACTOR)
+        for kind in ("expired", "archived"):
+            try:
+                result = self.svc.purge(principal, expired=kind == "expired", archived=kind == "archived")
+                if result.get("purged"):
+                    self.log(f"sweep {kind}: erased {result['purged']}")
+            except CairnError as exc:
+                self.log(f"sweep {kind} failed: {exc.code}")
+
+    def _background(self) -> None:
+        settings = self.svc.settings
+        next_sweep = time.monotonic() + 5.0  # soon after start, then on schedule
+        while not self.stopping.wait(DRAIN_EVERY if next_sweep > time.monotonic() else 0):
+            if time.monotonic() >= next_sweep:
+                self.sweep()
+                next_sweep = time.monotonic() + settings.sweep_minutes * 60
+            try:
+                embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR))
+                if embedded:
+                    self.log(f"embedded {embedded} queued lesson(s)")
+            except CairnError as exc:
+                self.log(f"embedding failed: {exc.code}")
+            except Exception as exc:  # noqa: BLE001 - keep serving; the next round retries
+                self.log(f"embedding failed: {type(exc).__name__}")
+
+    # -- serving ----------------------------------------------------------------------------
+    def serve(self, warm: bool = True, background: bool = True) -> int:
+        path = Path(protocol.socket_path(self.home))
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.exists():
+            from cairn.client import ask_daemon
+
+            if ask_daemon(self.home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}}) is not None:
+                raise CairnError("SETUP", f"a Cairn daemon already serves {self.home} (socket {path})")
+            path.unlink()  # left by a daemon that died
+        daemon = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                sock: socket.socket = self.request
+                uid = _peer_uid(sock)
+                if uid is not None and uid != os.getuid():
+                    sock.sendall(protocol.encode(_error(CairnError("FORBIDDEN", "not the daemon's owner"))))
+                    return
+                try:
+                    raw = protocol.read_message(sock)
+                except (OSError, ValueError):
+                    return
+                if raw:
+                    with contextlib.suppress(OSError):
+                        sock.sendall(protocol.encode(daemon.handle(raw)))
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        old_umask = os.umask(0o177)  # the socket is created 0600: no window where others could connect
+        try:
+            server = Server(str(path), Handler)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        pid_file = self.home / protocol.PID_NAME
+        pid_file.write_text(f"{os.getpid()}\n", encoding="utf-8")
+
+        def stop(_signum: int, _frame: Any) -> None:
+            self.stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        self.log(f"serving {self.home} on {path} (pid {os.getpid()})")
+        if warm:
+            threading.Thread(target=self._warm_quietly, daemon=True).start()
+        if background:
+            threading.Thread(target=self._background, daemon=True).start()
+        try:
+            server.serve_forever(poll_interval=0.5)
+        finally:
+            server.server_close()
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                pid_file.unlink()
+            self.svc.store.dispose()
+            self.log(f"stopped after {self.requests} request(s)")
+        return 0
+
+    def _warm_quietly(self) -> None:
+        try:
+            self.warm()
+        except Exception as exc:  # noqa: BLE001 - a failed warm-up only means a slower first request
+            self.log(f"warm-up failed: {type(exc).__name__}")
+
+
+def _error(exc: CairnError) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": exc.code, "message": exc.message, "data": exc.data}}

@@ -1,0 +1,320 @@
+"""The session-start context block (DESIGN §3): the read every session meets.
+
+One read transaction: bring the tenant's ranking index up to date, take every eligible lesson of
+the ladder (the whole store: no newest-N window), apply ladder precedence (a narrower rung's lesson
+shadows a broader one with the same key), score them all, keep a bounded top set, and only then
+fetch text for that set from the database. Relevance comes from the branch name and the task hint
+through the same two arms search uses: the full-text index (bounded top matches, BM25) and the
+vector index (bounded KNN, exact cosine). Scoring, caps, MMR and rendering are pure
+(``core/context.py``); this module only gathers their inputs.
+
+Context never embeds queued lessons itself (a bulk import would make one session start embed
+thousands of texts); ``cairn serve`` drains the queue in the background, and until then a lesson
+is found by its words only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from cairn.core import context as core
+from cairn.core.content import first_line
+from cairn.core.principal import READ, Principal
+from cairn.core.scope import ladder
+from cairn.core.timeparse import utcnow
+from cairn.errors import CairnError
+from cairn.service.rank_index import RankIndex
+from cairn.settings import Settings
+from cairn.store import search_index as ix
+from cairn.store.engine import Store
+from cairn.store.schema import lessons
+
+RELEVANCE_DEPTH = 200  # matches each relevance arm contributes
+# Cosine similarity (all-MiniLM-L6-v2) mapped to [0, 1]: below the floor a lesson is unrelated to the
+# task; at the ceiling it is as related as a paraphrase. Read off the eval set's answer/distractor
+# similarity distributions (evals/README.md).
+COSINE_FLOOR, COSINE_CEILING = 0.25, 0.65
+TASK_MAX = 2000
+
+
+def top_set_size(max_chars: int) -> int:
+    """How many lessons to score in full: several times what the budget can show (~25 lines per 3000)."""
+    return max(200, max_chars // 20)
+
+
+class ContextOps:
+    store: Store
+
+    def _rank_index(self, tenant_id: str) -> RankIndex:
+        indexes: dict[str, RankIndex] = self.__dict__.setdefault("_rank_indexes", {})
+        idx = indexes.get(tenant_id)
+        if idx is None:
+            idx = indexes[tenant_id] = RankIndex(tenant_id)
+        return idx
+
+    def context(
+        self,
+        principal: Principal,
+        *,
+        repo: str | None = None,
+        branch: str | None = None,
+        project: str | None = None,
+        task: str | None = None,
+        max_chars: int | None = None,
+        loop_cap: int | None = None,
+        settings: Settings | None = None,
+    ) -> dict[str, Any]:
+        """The block for one working context. ``settings`` carries a repository's ``.cairn.toml``
+        when the caller (the daemon) serves several repositories; flags override both."""
+        principal.require(READ)
+        base: Settings = settings or self.settings  # type: ignore[attr-defined]
+        cfg = base.with_overrides(max_chars=max_chars, loop_cap=loop_cap)
+        task = (task or "").strip() or None
+        if task and len(task) > TASK_MAX:
+            raise CairnError("INVALID_INPUT", f"the task hint is {len(task)} characters; the limit is {TASK_MAX}")
+        rungs = ladder(repo=repo, branch=branch, project=project)
+        visible = [s for s in rungs if principal.can_see(s)]
+        terms = core.relevance_terms(branch, task)
+        qvec = self._query_vector(task or " ".join(terms)) if terms else None
+        idx = self._rank_index(principal.tenant_id)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            with idx.lock:
+                idx.refresh(conn)
+                pos, rung = _eligible(idx, visible, now.timestamp())
+                arrays = idx.arrays
+                scope_names = idx.scopes
+                bucket_names = idx.buckets
+            counts = np.bincount(rung, minlength=len(visible)) if len(rung) else np.zeros(len(visible), int)
+            eligible = {s: int(c) for s, c in zip(visible, counts, strict=True)}
+            relevance = None
+            if terms:
+                relevance = _relevance(conn, principal, terms, qvec, visible, now, arrays.ids[pos])
+            age_days = (now.timestamp() - arrays.updated[pos]) / 86400.0
+            factors = core.score(
+                age_days,
+                arrays.seen[pos],
+                arrays.helped[pos],
+                arrays.not_helped[pos],
+                arrays.verified[pos],
+                relevance,
+                weights=core.Weights(cfg.weight_recency, cfg.weight_salience, cfg.weight_relevance, cfg.weight_outcome),
+                half_life_days=cfg.half_life_days,
+                candidate_factor=cfg.candidate_factor,
+            )
+            top = _top_set(factors["score"], arrays.bucket[pos], arrays.human[pos], cfg.loop_cap, cfg.max_chars)
+            items = _items(conn, principal, arrays, pos, top, factors, scope_names, bucket_names)
+            ranked = core.cap_buckets(items, cfg.loop_cap)
+            label = visible[0] if visible else "global"
+            block = core.fill(ranked, eligible=eligible, order=visible, label=label, max_chars=cfg.max_chars)
+            return {
+                "text": block.text,
+                "loaded": len(block.chosen),
+                "eligible": sum(eligible.values()),
+                "ladder": visible,
+                "scopes": [
+                    {"scope": s, "eligible": eligible[s], "loaded": eligible[s] - block.left_out.get(s, 0),
+                     "left_out": block.left_out.get(s, 0)}
+                    for s in visible
+                ],  # fmt: skip
+                "terms": terms,
+                "budget": cfg.max_chars,
+                "chars": len(block.text),
+                "loop_cap": cfg.loop_cap,
+                "lessons": [_public(i) for i in block.chosen],
+            }
+
+        return self.store.run(tx, write=False)
+
+    def _query_vector(self, text: str) -> bytes | None:
+        """The task's embedding, or None when the model cannot load (context then ranks lexically)."""
+        from cairn.search.embed import get_embedder, vector_to_blob
+
+        embedder = get_embedder()
+        return vector_to_blob(embedder.embed([text[:TASK_MAX]])[0])
+
+
+def _eligible(idx: RankIndex, visible: list[str], now_ts: float) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the eligible lessons in the index, and each one's rung on the ladder.
+
+    Eligible: in a visible rung, not expired, and not shadowed by an active lesson with the same key
+    on a narrower rung. Memoized per index version and ladder until the next expiry in it passes.
+    """
+    memo_key = tuple(visible)
+    hit = idx.memo.get(memo_key)
+    if hit is not None and now_ts < hit[0]:
+        return hit[1], hit[2]
+    a = idx.arrays
+    codes = idx.codes_of(visible)
+    rung_of = np.full(len(idx.scopes) + 1, -1, dtype=np.int32)
+    for code in codes:
+        rung_of[code] = visible.index(idx.scopes[code])
+    rung_all = rung_of[a.scope] if len(a.ids) else np.empty(0, dtype=np.int32)
+    in_ladder = rung_all >= 0
+    live = in_ladder & (a.expires > now_ts)
+    pos = np.nonzero(live)[0]
+    rung = rung_all[pos]
+    if len(codes) > 1 and len(pos):
+        # Precedence: sort by (key, rung); the first row of each key holds the narrowest rung.
+        order = np.lexsort((rung, a.key[pos]))
+        keys, rungs = a.key[pos][order], rung[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        group_start = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+        keep = np.empty(len(order), dtype=bool)
+        keep[order] = rungs == rungs[group_start]
+        pos, rung = pos[keep], rung[keep]
+    upcoming = a.expires[in_ladder]
+    upcoming = upcoming[upcoming > now_ts]
+    valid_until = float(upcoming.min()) if len(upcoming) else float("inf")
+    idx.memo[memo_key] = (valid_until, pos, rung)
+    return pos, rung
+
+
+def _relevance(
+    conn: Connection,
+    principal: Principal,
+    terms: list[str],
+    qvec: bytes | None,
+    visible: list[str],
+    now: Any,
+    ids: np.ndarray,
+) -> np.ndarray:
+    """Relevance in [0, 1] of each eligible lesson: the better of its lexical and semantic match.
+
+    Only the top ``RELEVANCE_DEPTH`` matches of each arm get a value; the rest of the store is at 0,
+    which is what a lesson that matches none of the terms is worth.
+    """
+    from cairn.service.search import _cosines
+
+    found: dict[int, float] = {}
+    match = " OR ".join(ix.fts_phrase(t) for t in terms[:32])
+    lexical = ix.fts_search(conn, principal.tenant_id, match, visible, now, RELEVANCE_DEPTH) if visible else []
+    if lexical:
+        best = max(s for _, s in lexical) or 1.0
+        for lesson_id, s in lexical:
+            found[lesson_id] = max(0.0, s / best)
+    if qvec is not None and visible:
+        from cairn.search.embed import get_embedder
+
+        model = get_embedder()
+        table = ix.vec_table(model.name, model.dim)
+        if table in ix.vec_tables(conn):
+            coarse = ix.vec_search(conn, table, principal.tenant_id, qvec, visible, now, RELEVANCE_DEPTH * 4)
+            for lesson_id, cos in _cosines(conn, model.name, qvec, coarse).items():
+                sem = (cos - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR)
+                found[lesson_id] = max(found.get(lesson_id, 0.0), min(1.0, max(0.0, sem)))
+    out = np.zeros(len(ids), dtype=np.float64)
+    if found:
+        keys = np.fromiter(found, dtype=np.int64, count=len(found))
+        vals = np.fromiter(found.values(), dtype=np.float64, count=len(found))
+        order = np.argsort(ids)
+        where = np.searchsorted(ids, keys, sorter=order)
+        where = np.minimum(where, len(ids) - 1)
+        hit = ids[order[where]] == keys
+        out[order[where[hit]]] = vals[hit]
+    return out
+
+
+def _top_set(scores: np.ndarray, bucket: np.ndarray, human: np.ndarray, loop_cap: int, max_chars: int) -> np.ndarray:
+    """Indices (into the eligible arrays) of the bounded top set, best first.
+
+    Lessons outside loop buckets compete for ``top_set_size`` places; each loop bucket sends only its
+    best ``loop_cap`` (the cap would drop the rest anyway), so a bucket of 50,000 bot notes costs
+    the same as one of five.
+    """
+    k = top_set_size(max_chars)
+    free = np.nonzero((bucket < 0) | human)[0]
+    if len(free) > k:
+        free = free[np.argpartition(-scores[free], k - 1)[:k]]
+    chosen = [free]
+    if loop_cap > 0:
+        looped = np.nonzero((bucket >= 0) & ~human)[0]
+        if len(looped):
+            order = looped[np.lexsort((-scores[looped], bucket[looped]))]
+            b = bucket[order]
+            start = np.r_[0, np.nonzero(b[1:] != b[:-1])[0] + 1]
+            rank_in_bucket = np.arange(len(order)) - np.repeat(start, np.diff(np.r_[start, len(order)]))
+            chosen.append(order[rank_in_bucket < loop_cap])
+    top = np.concatenate(chosen)
+    return top[np.argsort(-scores[top], kind="stable")]
+
+
+def _items(
+    conn: Connection,
+    principal: Principal,
+    arrays: Any,
+    pos: np.ndarray,
+    top: np.ndarray,
+    factors: dict[str, np.ndarray],
+    scope_names: list[str],
+    bucket_names: list[str],
+) -> list[core.Item]:
+    """The top set with its text, read from the database now (the index holds no text)."""
+    if not len(top):
+        return []
+    ids = [int(i) for i in arrays.ids[pos[top]]]
+    rows: dict[int, Any] = {}
+    for start in range(0, len(ids), 500):
+        batch = ids[start : start + 500]
+        for r in conn.execute(
+            select(
+                lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.value, lessons.c.trust, lessons.c.tags,
+                lessons.c.origin, lessons.c.author,
+            ).where(lessons.c.tenant_id == principal.tenant_id, lessons.c.id.in_(batch))
+        ).mappings():  # fmt: skip
+            rows[r["id"]] = r
+    items = []
+    for n, lesson_id in zip(top, ids, strict=True):
+        r = rows.get(lesson_id)
+        if r is None:
+            continue  # erased between the index refresh and this read (same snapshot on SQLite)
+        p = pos[n]
+        bucket_code = int(arrays.bucket[p])
+        items.append(
+            core.Item(
+                id=lesson_id,
+                scope=r["scope"],
+                key=r["key"],
+                summary=first_line(r["value"], 400),
+                score=float(factors["score"][n]),
+                trust=r["trust"],
+                bucket=bucket_names[bucket_code] if bucket_code >= 0 else None,
+                human=bool(arrays.human[p]),
+                provenance=_provenance(r["origin"], r["author"]),
+                text_words=core.lesson_words(r["key"], r["value"]),
+                extra={
+                    "tags": json.loads(r["tags"]),
+                    "factors": {k: round(float(v[n]), 4) for k, v in factors.items() if k != "score"},
+                },
+            )
+        )
+    return items
+
+
+def _provenance(origin: str, author: str | None) -> str | None:
+    """Text the tenant's own agents and people did not write says where it came from."""
+    if origin in ("agent", "human", "import", "consolidation"):
+        return None
+    return f"{origin} {author}" if author else origin
+
+
+def _public(item: core.Item) -> dict[str, Any]:
+    return {
+        "scope": item.scope,
+        "key": item.key,
+        "trust": item.trust,
+        "tags": item.extra.get("tags", []),
+        "score": round(item.score, 4),
+        "factors": item.extra.get("factors", {}),
+        "summary": item.summary[: core.SUMMARY_MAX],
+        "bucket": item.bucket,
+        "provenance": item.provenance,
+    }
+

@@ -79,11 +79,15 @@ def call(
         answer = ask_daemon(home_path, message)
         if answer is not None:
             if answer.get("ok"):
-                return answer["data"]
+                data = answer["data"]
+                data["served_by"] = "daemon"
+                return data
             err = answer.get("error") or {}
             code = err.get("code") if err.get("code") in _codes() else "INTERNAL"
             raise CairnError(code, err.get("message") or "the daemon refused the request", err.get("data"))
-    return in_process(op, params, home_path, session, human)
+    data = in_process(op, params, home_path, session, human)
+    data["served_by"] = "process"
+    return data
 
 
 def _codes() -> dict[str, Any]:

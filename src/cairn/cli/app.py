@@ -493,7 +493,9 @@ def serve(
     """Run the local daemon: keeps store, index and model warm for hooks; runs the sweeps. Ctrl-C stops."""
     from cairn.daemon.server import Daemon
 
-    return Daemon(_home()).serve(warm=not no_warm)
+    stats = Daemon(_home()).serve(warm=not no_warm)
+    S.out.ok(stats, f"cairn serve stopped after {stats['requests']} request(s)")
+    return 0
 
 
 @app.command()

@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import socketserver
+import stat
 import struct
 import sys
 import threading
@@ -31,7 +32,7 @@ from cairn.errors import CairnError
 from cairn.local import ensure_home, open_service
 
 SWEEP_ACTOR = "cairn-serve"
-DRAIN_EVERY = 15.0  # seconds between checks of the embedding queue
+DRAIN_EVERY = float(os.environ.get("CAIRN_DRAIN_SECONDS") or 10)  # between looks at the embedding queue
 
 
 def _peer_uid(sock: socket.socket) -> int | None:
@@ -47,6 +48,7 @@ class Daemon:
     def __init__(self, home: Path, log: Any = None) -> None:
         self.home = ensure_home(home)
         self.svc = open_service(self.home)
+        self.svc.store.ensure_schema()  # before any thread: migrations run once, here
         self.started = time.time()
         self.stopping = threading.Event()
         self.log = log or (lambda msg: sys.stderr.write(f"cairn serve: {msg}\n"))
@@ -106,12 +108,12 @@ class Daemon:
                 self.log(f"sweep {kind} failed: {exc.code}")
 
     def _background(self) -> None:
-        settings = self.svc.settings
-        next_sweep = time.monotonic() + 5.0  # soon after start, then on schedule
-        while not self.stopping.wait(DRAIN_EVERY if next_sweep > time.monotonic() else 0):
+        """Sweeps at start and then every ``serve.sweep_minutes``; the embedding queue every few seconds."""
+        next_sweep = 0.0
+        while not self.stopping.is_set():
             if time.monotonic() >= next_sweep:
                 self.sweep()
-                next_sweep = time.monotonic() + settings.sweep_minutes * 60
+                next_sweep = time.monotonic() + self.svc.settings.sweep_minutes * 60
             try:
                 embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR))
                 if embedded:
@@ -120,11 +122,17 @@ class Daemon:
                 self.log(f"embedding failed: {exc.code}")
             except Exception as exc:  # noqa: BLE001 - keep serving; the next round retries
                 self.log(f"embedding failed: {type(exc).__name__}")
+            self.stopping.wait(DRAIN_EVERY)
 
     # -- serving ----------------------------------------------------------------------------
-    def serve(self, warm: bool = True, background: bool = True) -> int:
+    def serve(self, warm: bool = True, background: bool = True) -> dict[str, Any]:
         path = Path(protocol.socket_path(self.home))
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for directory in {self.home, path.parent}:
+            mode = stat.S_IMODE(directory.stat().st_mode)
+            if mode & 0o077 and directory.stat().st_uid == os.getuid():
+                os.chmod(directory, 0o700)  # the socket's directory is owner-only, like the socket
+                self.log(f"tightened {directory} from {mode:o} to 700")
         if path.exists():
             from cairn.client import ask_daemon
 
@@ -181,7 +189,7 @@ class Daemon:
                 pid_file.unlink()
             self.svc.store.dispose()
             self.log(f"stopped after {self.requests} request(s)")
-        return 0
+        return {"home": str(self.home), "requests": self.requests, "seconds": round(time.time() - self.started, 1)}
 
     def _warm_quietly(self) -> None:
         try:

@@ -9,6 +9,7 @@ locked" under concurrency).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,12 +83,18 @@ class Store:
         self.engine: Engine = engine
         self.dialect = engine.dialect.name
         self._checked = False
+        self._schema_lock = threading.Lock()
 
     # -- schema ---------------------------------------------------------------------------
     def ensure_schema(self) -> None:
         """Upgrade to HEAD when needed; one cheap query when the schema is current."""
         if self._checked:
             return
+        with self._schema_lock:  # one migrating thread per process (the daemon opens several at start)
+            if not self._checked:
+                self._check_schema()
+
+    def _check_schema(self) -> None:
         from sqlalchemy import text
 
         with self.engine.connect() as conn:

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run demo test lint bench bench-store bench-embed bench-search eval clean
+.PHONY: setup run demo test lint bench bench-all bench-context bench-store bench-embed bench-search eval clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,7 +30,14 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check src
 
-bench: bench-store bench-embed bench-search
+## make bench: context and recall, end to end (daemon warm and cold) and in process, 6 to 1,000,000
+## lessons; prints a table, writes bench/out/context.json and a PNG plot. Stores are cached.
+bench: bench-context
+
+bench-all: bench-store bench-embed bench-search bench-context
+
+bench-context: setup
+	$(BIN)/python bench/context_bench.py $(BENCH_ARGS)
 
 bench-store: setup
 	$(BIN)/python bench/store_bench.py

@@ -42,6 +42,13 @@ run cairn forget global npm-fix --reason "--force hides real peer conflicts; fix
 step "The same content, reworded in case and punctuation, under a new key and scope: refused"
 run cairn write repo::acme/widget peer-deps "run NPM install with --force, whenever peer dependencies conflict!"
 
+step "What the next session in acme/widget reads: the context block, inside a character budget"
+run cairn write global typecheck-first "Run the typecheck before you claim a change is done." --by-human
+run cairn write repo::acme/widget loop::review-it1 "Reviewer loop note: iteration 1 flagged missing tests." --tag loop::reviewer
+run cairn write repo::acme/widget loop::review-it2 "Reviewer loop note: iteration 2 flagged naming." --tag loop::reviewer
+run cairn context --repo acme/widget --branch feat/docker-cache --max-chars 900
+run cairn config show
+
 step "The review queue, and the audit ledger with its hash chain"
 run cairn review
 run cairn audit

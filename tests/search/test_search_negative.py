@@ -260,6 +260,9 @@ def _index_state(svc: Cairn, lid: int) -> dict[str, Any]:
             "embeddings": conn.execute(
                 text("SELECT count(*) FROM lesson_embeddings WHERE lesson_id = :i"), {"i": lid}
             ).scalar(),
+            "signatures": conn.execute(
+                text("SELECT count(*) FROM lesson_signatures WHERE lesson_id = :i"), {"i": lid}
+            ).scalar(),
             "queued": conn.execute(text("SELECT count(*) FROM embed_queue WHERE lesson_id = :i"), {"i": lid}).scalar(),
         }
 
@@ -267,14 +270,14 @@ def _index_state(svc: Cairn, lid: int) -> dict[str, Any]:
 def _assert_indexed(state: dict[str, Any]) -> None:
     assert state["fts_row"] == 1 and len(state["fts_match"]) == 1 and state["fts_text"] == 1, state
     assert state["vec_tables"] and sum(state["vec_rows"].values()) == 1, state
-    assert state["embeddings"] == 1, state
+    assert state["embeddings"] == 1 and state["signatures"] == 1, state
 
 
 def _assert_unindexed(state: dict[str, Any]) -> None:
     assert state["fts_row"] == 0 and state["fts_match"] == [] and state["fts_text"] == 0, state
     assert state["vec_tables"], "the vector table itself stays"
     assert all(n == 0 for n in state["vec_rows"].values()), state
-    assert state["embeddings"] == 0 and state["queued"] == 0, state
+    assert state["embeddings"] == 0 and state["signatures"] == 0 and state["queued"] == 0, state
 
 
 def _write_and_embed(svc: Cairn, **options: Any) -> int:

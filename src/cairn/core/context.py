@@ -262,7 +262,7 @@ def _mmr_pick(ranked: Sequence[Item], room: int, mmr_lambda: float) -> list[Item
 
 def lesson_words(key: str, value: str) -> frozenset[str]:
     """What MMR compares: the words of the key and the start of the value."""
-    return frozenset(words(key.replace("-", " ").replace("::", " ") + " " + value[:400]))
+    return frozenset(words(key.replace("-", " ").replace("::", " ") + " " + value[:240]))
 
 
 RECALL_VALUE_MAX = 400

@@ -314,3 +314,15 @@ def blob_to_vector(b: bytes | bytearray | memoryview) -> np.ndarray:
     if len(raw) % 4:
         raise ValueError(f"a float32 vector blob has a length divisible by 4, got {len(raw)}")
     return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+
+
+def signature(v: Sequence[float] | np.ndarray | bytes) -> bytes:
+    """The vector's sign bits, packed (48 bytes at 384 dimensions): its binary-quantized form.
+
+    Stored beside the float vector so the context ranking index can load a million of them in a
+    second and pre-rank by Hamming distance in memory (``service/rank_index.py``).
+    """
+    import numpy as np
+
+    arr = blob_to_vector(v) if isinstance(v, bytes | bytearray | memoryview) else np.asarray(v, dtype="<f4")
+    return np.packbits(arr > 0).tobytes()

@@ -28,13 +28,16 @@ from cairn.core.principal import READ, Principal
 from cairn.core.scope import ladder
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
+from cairn.service import indexing
 from cairn.service.rank_index import RankIndex
 from cairn.settings import Settings
 from cairn.store import search_index as ix
 from cairn.store.engine import Store
 from cairn.store.schema import lessons
 
-RELEVANCE_DEPTH = 200  # matches each relevance arm contributes
+RELEVANCE_DEPTH = 200  # matches the full-text arm contributes
+SEMANTIC_DEPTH = 100  # nearest by Hamming distance, re-ranked by exact cosine
+QUERY_CACHE = 256  # task/branch embeddings kept (a branch's session starts repeat the same text)
 # Cosine similarity (all-MiniLM-L6-v2) mapped to [0, 1]: below the floor a lesson is unrelated to the
 # task; at the ceiling it is as related as a paraphrase. Read off the eval set's answer/distractor
 # similarity distributions (evals/README.md).
@@ -43,8 +46,8 @@ TASK_MAX = 2000
 
 
 def top_set_size(max_chars: int) -> int:
-    """How many lessons to score in full: several times what the budget can show (~25 lines per 3000)."""
-    return max(200, max_chars // 20)
+    """How many lessons to read with their text: ~4x the lines the budget can show (~20 per 3000)."""
+    return max(100, max_chars // 30)
 
 
 class ContextOps:
@@ -86,7 +89,7 @@ class ContextOps:
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
             with idx.lock:
-                idx.refresh(conn)
+                idx.refresh(conn, indexing.configured_model())
                 pos, rung = _eligible(idx, visible, now.timestamp())
                 arrays = idx.arrays
                 scope_names = idx.scopes
@@ -95,7 +98,7 @@ class ContextOps:
             eligible = {s: int(c) for s, c in zip(visible, counts, strict=True)}
             relevance = None
             if terms:
-                relevance = _relevance(conn, principal, terms, qvec, visible, now, arrays.ids[pos])
+                relevance = _relevance(conn, principal, terms, qvec, visible, now, arrays, pos)
             age_days = (now.timestamp() - arrays.updated[pos]) / 86400.0
             factors = core.score(
                 age_days,
@@ -133,11 +136,17 @@ class ContextOps:
         return self.store.run(tx, write=False)
 
     def _query_vector(self, text: str) -> bytes | None:
-        """The task's embedding, or None when the model cannot load (context then ranks lexically)."""
+        """The task's embedding (cached: every session start on a branch asks for the same one)."""
         from cairn.search.embed import get_embedder, vector_to_blob
 
         embedder = get_embedder()
-        return vector_to_blob(embedder.embed([text[:TASK_MAX]])[0])
+        cache: dict[tuple[str, str], bytes] = self.__dict__.setdefault("_query_vectors", {})
+        key = (embedder.name, text[:TASK_MAX])
+        if key not in cache:
+            if len(cache) >= QUERY_CACHE:
+                cache.pop(next(iter(cache)))
+            cache[key] = vector_to_blob(embedder.embed([key[1]])[0])
+        return cache[key]
 
 
 def _eligible(idx: RankIndex, visible: list[str], now_ts: float) -> tuple[np.ndarray, np.ndarray]:
@@ -184,42 +193,53 @@ def _relevance(
     qvec: bytes | None,
     visible: list[str],
     now: Any,
-    ids: np.ndarray,
+    arrays: Any,
+    pos: np.ndarray,
 ) -> np.ndarray:
     """Relevance in [0, 1] of each eligible lesson: the better of its lexical and semantic match.
 
-    Only the top ``RELEVANCE_DEPTH`` matches of each arm get a value; the rest of the store is at 0,
-    which is what a lesson that matches none of the terms is worth.
+    Lexical: the full-text index's best ``RELEVANCE_DEPTH`` matches of the terms in the ladder (BM25,
+    normalized to the best). Semantic: Hamming distance between sign bits over *every* eligible
+    lesson with a vector (in memory), then exact cosine for the nearest ``RELEVANCE_DEPTH``. Lessons
+    outside both top sets are at 0, which is what a lesson matching none of the terms is worth.
     """
     from cairn.service.search import _cosines
 
+    ids = arrays.ids[pos]
+    out = np.zeros(len(ids), dtype=np.float64)
+    if not len(ids):
+        return out
     found: dict[int, float] = {}
     match = " OR ".join(ix.fts_phrase(t) for t in terms[:32])
-    lexical = ix.fts_search(conn, principal.tenant_id, match, visible, now, RELEVANCE_DEPTH) if visible else []
+    lexical = ix.fts_search(conn, principal.tenant_id, match, visible, now, RELEVANCE_DEPTH)
     if lexical:
         best = max(s for _, s in lexical) or 1.0
         for lesson_id, s in lexical:
             found[lesson_id] = max(0.0, s / best)
-    if qvec is not None and visible:
-        from cairn.search.embed import get_embedder
-
-        model = get_embedder()
-        table = ix.vec_table(model.name, model.dim)
-        if table in ix.vec_tables(conn):
-            coarse = ix.vec_search(conn, table, principal.tenant_id, qvec, visible, now, RELEVANCE_DEPTH * 4)
-            for lesson_id, cos in _cosines(conn, model.name, qvec, coarse).items():
-                sem = (cos - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR)
-                found[lesson_id] = max(found.get(lesson_id, 0.0), min(1.0, max(0.0, sem)))
-    out = np.zeros(len(ids), dtype=np.float64)
+    with_vec = np.nonzero(arrays.has_vec[pos])[0]
+    if qvec is not None and len(with_vec) and arrays.bits.shape[1] * 64 == len(qvec) // 4:
+        query_bits = np.frombuffer(_sign_bits(qvec), dtype=np.uint64)
+        distance = np.bitwise_count(arrays.bits[pos[with_vec]] ^ query_bits).sum(axis=1)
+        k = min(SEMANTIC_DEPTH, len(with_vec))
+        nearest = with_vec[np.argpartition(distance, k - 1)[:k]] if len(with_vec) > k else with_vec
+        model = indexing.configured_model()
+        for lesson_id, cos in _cosines(conn, model, qvec, [int(i) for i in ids[nearest]]).items():
+            sem = min(1.0, max(0.0, (cos - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR)))
+            found[lesson_id] = max(found.get(lesson_id, 0.0), sem)
     if found:
         keys = np.fromiter(found, dtype=np.int64, count=len(found))
         vals = np.fromiter(found.values(), dtype=np.float64, count=len(found))
         order = np.argsort(ids)
-        where = np.searchsorted(ids, keys, sorter=order)
-        where = np.minimum(where, len(ids) - 1)
+        where = np.minimum(np.searchsorted(ids, keys, sorter=order), len(ids) - 1)
         hit = ids[order[where]] == keys
         out[order[where[hit]]] = vals[hit]
     return out
+
+
+def _sign_bits(qvec: bytes) -> bytes:
+    from cairn.search.embed import signature
+
+    return signature(qvec)
 
 
 def _top_set(scores: np.ndarray, bucket: np.ndarray, human: np.ndarray, loop_cap: int, max_chars: int) -> np.ndarray:

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.timeparse import utcnow
 from cairn.store import search_index as ix
-from cairn.store.schema import embed_queue, lesson_embeddings
+from cairn.store.schema import embed_queue, lesson_embeddings, lesson_signatures
 
 # Built once: every mutation runs them (see records._BY_ADDRESS).
 _EMBEDDED = select(lesson_embeddings.c.content_hash, lesson_embeddings.c.dim).where(
@@ -66,4 +66,5 @@ def drop(conn: Connection, lesson_id: int) -> None:
     ix.fts_drop(conn, lesson_id)
     ix.vec_drop(conn, lesson_id)
     conn.execute(delete(lesson_embeddings).where(lesson_embeddings.c.lesson_id == lesson_id))
+    conn.execute(delete(lesson_signatures).where(lesson_signatures.c.lesson_id == lesson_id))
     conn.execute(delete(embed_queue).where(embed_queue.c.lesson_id == lesson_id))

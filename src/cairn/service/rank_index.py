@@ -31,11 +31,14 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.keys import NAMESPACE_SEPARATOR
 from cairn.store.dialect import epoch_seconds
-from cairn.store.schema import audit_log, lessons
+from cairn.store.schema import audit_log, embed_state, lesson_signatures, lessons
 
 NO_EXPIRY = 1e18
 LOAD_CHUNK = 50_000
 FULL_RELOAD_AT = 20_000  # more changed lessons than this since the last look: reload everything
+# Vectors are made by the embedding drain, in any process, and stamped with its clock; one committed
+# late with an older stamp is still found by looking this far behind the newest stamp seen.
+EMBED_LOOKBACK_S = 120.0
 _COLUMNS = (
     lessons.c.id,
     lessons.c.scope,
@@ -48,7 +51,16 @@ _COLUMNS = (
     lessons.c.trust,
     lessons.c.origin,
     lessons.c.tags,
+    lesson_signatures.c.bits,
 )
+
+
+def _source(model: str) -> Any:
+    """Lessons with their signature from the configured model (none yet: NULL)."""
+    return lessons.outerjoin(
+        lesson_signatures,
+        and_(lesson_signatures.c.lesson_id == lessons.c.id, lesson_signatures.c.model == model),
+    )
 
 
 def _indexable(tenant_id: str) -> Any:
@@ -87,10 +99,14 @@ class Arrays:
     verified: np.ndarray  # bool
     bucket: np.ndarray  # int32 codes into RankIndex.buckets, -1 = none
     human: np.ndarray  # bool
+    bits: np.ndarray  # (n, words) uint64 sign bits of the lesson's vector; rows of 0 when it has none
+    has_vec: np.ndarray  # bool
 
     @staticmethod
-    def empty() -> Arrays:
-        return Arrays(*(np.empty(0, dtype=t) for t in _DTYPES))
+    def empty(words: int = 0) -> Arrays:
+        parts = [np.empty(0, dtype=t) for t in _DTYPES]
+        parts[_FIELDS.index("bits")] = np.zeros((0, words), dtype=np.uint64)
+        return Arrays(*parts)
 
     def take(self, index: np.ndarray) -> Arrays:
         return Arrays(*(getattr(self, f)[index] for f in _FIELDS))
@@ -102,18 +118,29 @@ class Arrays:
         return Arrays(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
 
 
-_FIELDS = ("ids", "scope", "key", "updated", "expires", "seen", "helped", "not_helped", "verified", "bucket", "human")
-_DTYPES = (np.int64, np.int32, np.int64, np.float64, np.float64, np.int32, np.int32, np.int32, bool, np.int32, bool)
+_FIELDS = (
+    "ids", "scope", "key", "updated", "expires", "seen", "helped", "not_helped", "verified", "bucket", "human",
+    "bits", "has_vec",
+)  # fmt: skip
+_DTYPES = (
+    np.int64, np.int32, np.int64, np.float64, np.float64, np.int32, np.int32, np.int32, bool, np.int32, bool,
+    np.uint64, bool,
+)  # fmt: skip
 
 
 @dataclass
 class RankIndex:
     tenant_id: str
+    model: str = ""  # whose signatures the index holds (the configured embedding model)
     seq: int = -1
+    embed_mark: float = 0.0  # newest embedded_at seen (epoch seconds)
+    embed_gen: int | None = None  # embed_state.generation when the index last looked at vectors
+    embed_seen: set[tuple[int, float]] = field(default_factory=set)  # the lookback window already read
     arrays: Arrays = field(default_factory=Arrays.empty)
     scopes: list[str] = field(default_factory=list)
     buckets: list[str] = field(default_factory=list)
     version: int = 0  # bumped on every change, for memoized per-ladder work
+    words: int = 0  # uint64 words per signature (dimension / 64), known once a vector is seen
     lock: threading.Lock = field(default_factory=threading.Lock)
     _scope_codes: dict[str, int] = field(default_factory=dict)
     _bucket_codes: dict[str, int] = field(default_factory=dict)
@@ -142,8 +169,15 @@ class RankIndex:
     def _rows_to_arrays(self, rows: list[Any]) -> Arrays:
         n = len(rows)
         if not n:
-            return Arrays.empty()
+            return Arrays.empty(self.words)
         cols = list(zip(*rows, strict=True))
+        has_vec = np.fromiter((b is not None for b in cols[11]), dtype=bool, count=n)
+        if has_vec.any() and not self.words:
+            self.words = len(next(b for b in cols[11] if b is not None)) // 8
+        bits = np.zeros((n, self.words), dtype=np.uint64)
+        if has_vec.any():
+            raw = b"".join(b for b in cols[11] if b is not None)
+            bits[has_vec] = np.frombuffer(raw, dtype=np.uint64).reshape(-1, self.words)
         return Arrays(
             ids=np.fromiter(cols[0], dtype=np.int64, count=n),
             scope=np.fromiter((self.scope_code(s) for s in cols[1]), dtype=np.int32, count=n),
@@ -160,12 +194,14 @@ class RankIndex:
                 count=n,
             ),
             human=np.fromiter((o == "human" for o in cols[9]), dtype=bool, count=n),
+            bits=bits,
+            has_vec=has_vec,
         )
 
     def _load_all(self, conn: Connection) -> None:
         parts = []
         result = conn.execution_options(yield_per=LOAD_CHUNK).execute(
-            select(*_COLUMNS).where(_indexable(self.tenant_id))
+            select(*_COLUMNS).select_from(_source(self.model)).where(_indexable(self.tenant_id))
         )
         for chunk in result.partitions(LOAD_CHUNK):
             parts.append(self._rows_to_arrays(chunk))
@@ -176,39 +212,78 @@ class RankIndex:
         for start in range(0, len(ids), 500):
             batch = ids[start : start + 500]
             fresh.extend(
-                conn.execute(select(*_COLUMNS).where(_indexable(self.tenant_id), lessons.c.id.in_(batch))).all()
+                conn.execute(
+                    select(*_COLUMNS)
+                    .select_from(_source(self.model))
+                    .where(_indexable(self.tenant_id), lessons.c.id.in_(batch))
+                ).all()
             )
         keep = ~np.isin(self.arrays.ids, np.asarray(ids, dtype=np.int64))
         self.arrays = Arrays.concat([self.arrays.take(np.nonzero(keep)[0]), self._rows_to_arrays(fresh)])
 
-    def refresh(self, conn: Connection) -> None:
-        """Bring the index up to the tenant's last audit row (call inside a read transaction)."""
+    def refresh(self, conn: Connection, model: str) -> None:
+        """Bring the index up to the tenant's last audit row and newest vectors (in a read transaction)."""
+        if model != self.model:  # the configured embedding model changed: start over
+            self.model, self.seq, self.words, self.embed_mark, self.embed_seen = model, -1, 0, 0.0, set()
         last = conn.execute(
             select(func.coalesce(func.max(audit_log.c.seq), 0)).where(audit_log.c.tenant_id == self.tenant_id)
         ).scalar_one()
-        if last == self.seq:
+        if self.seq < 0:  # start the vector watermark at the newest vector: the full load reads them all
+            newest = conn.execute(
+                select(func.max(lesson_signatures.c.embedded_at)).where(
+                    lesson_signatures.c.tenant_id == self.tenant_id
+                )
+            ).scalar()
+            self.embed_mark = newest.timestamp() if newest is not None else 0.0
+        gen = conn.execute(select(embed_state.c.generation).where(embed_state.c.tenant_id == self.tenant_id)).scalar()
+        fresh_vectors = self._new_vectors(conn) if gen != self.embed_gen else []
+        self.embed_gen = gen
+        if last == self.seq and not fresh_vectors:
             return
         if self.seq < 0 or last < self.seq:  # first use, or the log was replaced (a restored backup)
             self._load_all(conn)
         else:
-            changed = (
-                conn.execute(
-                    select(audit_log.c.lesson_id)
-                    .where(
-                        audit_log.c.tenant_id == self.tenant_id,
-                        audit_log.c.seq > self.seq,
-                        audit_log.c.seq <= last,
-                        audit_log.c.lesson_id.is_not(None),
-                    )
-                    .distinct()
+            changed = set(fresh_vectors)
+            if last != self.seq:
+                changed.update(
+                    conn.execute(
+                        select(audit_log.c.lesson_id)
+                        .where(
+                            audit_log.c.tenant_id == self.tenant_id,
+                            audit_log.c.seq > self.seq,
+                            audit_log.c.seq <= last,
+                            audit_log.c.lesson_id.is_not(None),
+                        )
+                        .distinct()
+                    ).scalars()
                 )
-                .scalars()
-                .all()
-            )
             if len(changed) > FULL_RELOAD_AT:
                 self._load_all(conn)
             elif changed:
-                self._reload_ids(conn, list(changed))
+                self._reload_ids(conn, sorted(changed))
         self.seq = last
         self.version += 1
         self.memo.clear()
+
+    def _new_vectors(self, conn: Connection) -> list[int]:
+        """Lessons embedded since the last look (the drain writes vectors without an audit row)."""
+        since = self.embed_mark - EMBED_LOOKBACK_S
+        rows = conn.execute(
+            select(lesson_signatures.c.lesson_id, epoch_seconds(lesson_signatures.c.embedded_at)).where(
+                lesson_signatures.c.tenant_id == self.tenant_id,
+                lesson_signatures.c.model == self.model,
+                lesson_signatures.c.embedded_at > _from_epoch(since),
+            )
+        ).all()
+        window = {(int(i), float(t)) for i, t in rows}
+        new = [i for i, t in window if (i, t) not in self.embed_seen]
+        if window:
+            self.embed_mark = max(self.embed_mark, max(t for _, t in window))
+        self.embed_seen = {(i, t) for i, t in window if t > self.embed_mark - EMBED_LOOKBACK_S}
+        return new if self.seq >= 0 else []
+
+
+def _from_epoch(seconds: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(max(seconds, 0.0), UTC)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from cairn.core.content import first_line
@@ -33,7 +33,7 @@ from cairn.service.lessons import normalize_tags
 from cairn.service.records import active_clause, public, status
 from cairn.store import search_index as ix
 from cairn.store.engine import Store
-from cairn.store.schema import embed_queue, embed_state, lesson_embeddings, lessons
+from cairn.store.schema import embed_queue, embed_state, lesson_embeddings, lesson_signatures, lessons
 
 MODES = ("hybrid", "fts", "vector")
 ARM_DEPTH = 50  # candidates each arm contributes to fusion
@@ -90,7 +90,7 @@ class SearchOps:
     # -- embeddings -------------------------------------------------------------------------
     def drain_embeddings(self, principal: Principal, progress: Progress | None = None) -> int:
         """Embed every queued lesson of the tenant; returns how many vectors were written."""
-        from cairn.search.embed import get_embedder, vector_to_blob
+        from cairn.search.embed import get_embedder, signature, vector_to_blob
 
         def probe(c: Connection) -> tuple[str | None, int]:
             state = c.execute(select(embed_state.c.model).where(embed_state.c.tenant_id == principal.tenant_id))
@@ -153,7 +153,23 @@ class SearchOps:
                             vector=blob,
                         )
                     )
+                    conn.execute(delete(lesson_signatures).where(lesson_signatures.c.lesson_id == row["id"]))
+                    conn.execute(
+                        insert(lesson_signatures).values(
+                            lesson_id=row["id"],
+                            model=embedder.name,
+                            tenant_id=principal.tenant_id,
+                            embedded_at=now,
+                            bits=signature(vec),
+                        )
+                    )
                     wrote += 1
+                if wrote:  # tells ranking indexes in every process that vectors arrived
+                    conn.execute(
+                        update(embed_state)
+                        .where(embed_state.c.tenant_id == principal.tenant_id)
+                        .values(generation=embed_state.c.generation + 1)
+                    )
                 return wrote
 
             done += self.store.run(write, write=True)

@@ -194,6 +194,18 @@ lesson_embeddings = Table(
     Column("vector", LargeBinary, nullable=False),
 )
 
+# The sign bits of each vector, narrow, for the in-memory ranking index (migration 0003 says why).
+lesson_signatures = Table(
+    "lesson_signatures",
+    metadata,
+    Column("lesson_id", IdType, primary_key=True),
+    Column("model", String(100), primary_key=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("embedded_at", UTCDateTime, nullable=False),
+    Column("bits", LargeBinary, nullable=False),
+    Index("ix_signatures_tenant_embedded", "tenant_id", "embedded_at"),
+)
+
 embed_queue = Table(
     "embed_queue",
     metadata,
@@ -209,4 +221,5 @@ embed_state = Table(
     Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
     Column("model", String(100), nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    Column("generation", Integer, nullable=False, server_default="0"),  # +1 per drain commit (0003)
 )

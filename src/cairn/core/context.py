@@ -21,11 +21,12 @@ session reads* lives here so it can be tested on plain values:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cairn.core.ranking import words
+from cairn.core.ranking import STOP_WORDS, words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,8 +124,18 @@ class Item:
 
 
 def _neutral(text: str) -> str:
-    """A lesson cannot forge the fence: its text never contains the fence's marker."""
-    return " ".join(text.replace("<<<", "‹‹‹").replace(">>>", "›››").split())
+    """A lesson cannot forge the fence, nor reach the terminal: no fence marker, no control characters.
+
+    Control characters (ESC sequences, backspaces) and bidirectional overrides are dropped: the block
+    is printed into terminals and prompts, where they could hide or reorder what a person reads.
+    """
+    text = text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() or ch.isspace() else " " for ch in text if ch not in _BIDI)
+    return " ".join(text.split())
+
+
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 
 
 def cap_buckets(items: Sequence[Item], loop_cap: int) -> list[Item]:
@@ -230,6 +241,10 @@ def _layout(
         room = max_chars - fixed
         if room >= 60:
             return compact_header, compact_map, room
+    # No room for a single line: still say how many there are and where (header and map only).
+    more = scope_map(eligible, order, True)
+    if len(header(m, m, label, True)) + (len(more) + 1 if more else 0) <= max_chars:
+        return True, True, 0
     return None
 
 
@@ -238,17 +253,18 @@ def _mmr_pick(ranked: Sequence[Item], room: int, mmr_lambda: float) -> list[Item
         return []
     top = max(i.score for i in ranked) or 1.0
     remaining = list(ranked)
+    lines = [i.line() for i in remaining]
+    relevance = [mmr_lambda * i.score / top for i in remaining]
     penalty = [0.0] * len(remaining)  # max similarity to anything already chosen
     chosen: list[Item] = []
-    shortest = min(len(i.line()) for i in ranked) + 1
+    shortest = min(len(line) for line in lines) + 1
     while remaining and room >= shortest:
-        best = max(
-            range(len(remaining)),
-            key=lambda j: mmr_lambda * remaining[j].score / top - (1 - mmr_lambda) * penalty[j],
-        )
+        weight = 1 - mmr_lambda
+        best = max(range(len(remaining)), key=lambda j: relevance[j] - weight * penalty[j])
         item = remaining.pop(best)
+        cost = len(lines.pop(best)) + 1
+        relevance.pop(best)
         penalty.pop(best)
-        cost = len(item.line()) + 1
         if cost > room:
             continue  # too long for what is left; a shorter one further down may fit
         chosen.append(item)
@@ -260,9 +276,17 @@ def _mmr_pick(ranked: Sequence[Item], room: int, mmr_lambda: float) -> list[Item
     return chosen
 
 
+_TOKEN = re.compile(r"[^\W_]{2,}")
+
+
 def lesson_words(key: str, value: str) -> frozenset[str]:
-    """What MMR compares: the words of the key and the start of the value."""
-    return frozenset(words(key.replace("-", " ").replace("::", " ") + " " + value[:240]))
+    """What MMR compares: the words of the key and the start of the value, lowercased, minus stop words.
+
+    A plain token regex rather than ``ranking.words``: MMR compares ~100 lessons per session start
+    and needs overlap, not the careful tokenization search needs.
+    """
+    text = (key.replace("-", " ") + " " + value[:240]).lower()
+    return frozenset(_TOKEN.findall(text)) - STOP_WORDS
 
 
 RECALL_VALUE_MAX = 400

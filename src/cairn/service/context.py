@@ -35,7 +35,7 @@ from cairn.store import search_index as ix
 from cairn.store.engine import Store
 from cairn.store.schema import lessons
 
-RELEVANCE_DEPTH = 200  # matches the full-text arm contributes
+MAX_TERMS = 16  # branch and task words weighed for lexical relevance
 SEMANTIC_DEPTH = 100  # nearest by Hamming distance, re-ranked by exact cosine
 QUERY_CACHE = 256  # task/branch embeddings kept (a branch's session starts repeat the same text)
 # Cosine similarity (all-MiniLM-L6-v2) mapped to [0, 1]: below the floor a lesson is unrelated to the
@@ -98,7 +98,7 @@ class ContextOps:
             eligible = {s: int(c) for s, c in zip(visible, counts, strict=True)}
             relevance = None
             if terms:
-                relevance = _relevance(conn, principal, terms, qvec, visible, now, arrays, pos)
+                relevance = _relevance(conn, terms, qvec, arrays, pos)
             age_days = (now.timestamp() - arrays.updated[pos]) / 86400.0
             factors = core.score(
                 age_days,
@@ -186,22 +186,13 @@ def _eligible(idx: RankIndex, visible: list[str], now_ts: float) -> tuple[np.nda
     return pos, rung
 
 
-def _relevance(
-    conn: Connection,
-    principal: Principal,
-    terms: list[str],
-    qvec: bytes | None,
-    visible: list[str],
-    now: Any,
-    arrays: Any,
-    pos: np.ndarray,
-) -> np.ndarray:
+def _relevance(conn: Connection, terms: list[str], qvec: bytes | None, arrays: Any, pos: np.ndarray) -> np.ndarray:
     """Relevance in [0, 1] of each eligible lesson: the better of its lexical and semantic match.
 
-    Lexical: the full-text index's best ``RELEVANCE_DEPTH`` matches of the terms in the ladder (BM25,
-    normalized to the best). Semantic: Hamming distance between sign bits over *every* eligible
-    lesson with a vector (in memory), then exact cosine for the nearest ``RELEVANCE_DEPTH``. Lessons
-    outside both top sets are at 0, which is what a lesson matching none of the terms is worth.
+    Lexical: IDF-weighted share of the terms each eligible lesson contains (``_lexical``), for every
+    eligible lesson. Semantic: Hamming distance between sign bits over every eligible lesson with a
+    vector (in memory), then exact cosine for the nearest ``SEMANTIC_DEPTH``, mapped from
+    [COSINE_FLOOR, COSINE_CEILING] to [0, 1]; farther lessons are at 0 semantically.
     """
     from cairn.service.search import _cosines
 
@@ -210,12 +201,7 @@ def _relevance(
     if not len(ids):
         return out
     found: dict[int, float] = {}
-    match = " OR ".join(ix.fts_phrase(t) for t in terms[:32])
-    lexical = ix.fts_search(conn, principal.tenant_id, match, visible, now, RELEVANCE_DEPTH)
-    if lexical:
-        best = max(s for _, s in lexical) or 1.0
-        for lesson_id, s in lexical:
-            found[lesson_id] = max(0.0, s / best)
+    out = _lexical(conn, terms, ids)
     with_vec = np.nonzero(arrays.has_vec[pos])[0]
     if qvec is not None and len(with_vec) and arrays.bits.shape[1] * 64 == len(qvec) // 4:
         query_bits = np.frombuffer(_sign_bits(qvec), dtype=np.uint64)
@@ -229,11 +215,42 @@ def _relevance(
     if found:
         keys = np.fromiter(found, dtype=np.int64, count=len(found))
         vals = np.fromiter(found.values(), dtype=np.float64, count=len(found))
-        order = np.argsort(ids)
-        where = np.minimum(np.searchsorted(ids, keys, sorter=order), len(ids) - 1)
-        hit = ids[order[where]] == keys
-        out[order[where[hit]]] = vals[hit]
+        where, hit = _locate(ids, keys)
+        out[where[hit]] = np.maximum(out[where[hit]], vals[hit])
     return out
+
+
+def _locate(ids: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``ids`` of each of ``keys``, and which keys are there at all."""
+    order = np.argsort(ids, kind="stable")
+    slot = np.minimum(np.searchsorted(ids, keys, sorter=order), len(ids) - 1)
+    return order[slot], ids[order[slot]] == keys
+
+
+def _lexical(conn: Connection, terms: list[str], ids: np.ndarray) -> np.ndarray:
+    """Share of the terms' weight each eligible lesson contains, in [0, 1].
+
+    Each term weighs its inverse document frequency among the eligible lessons, log(1 + n/df), so a
+    lesson naming the rare word of ``feat/frob-grace-timeout`` beats one naming only "timeout". Every
+    eligible lesson is scored (no top-N cut): the full-text index returns each term's matches
+    without running a ranking function, and the intersection with this tenant's eligible ids is
+    done here, so other tenants' matches only cost their reading.
+    """
+    score = np.zeros(len(ids), dtype=np.float64)
+    n = len(ids)
+    total = 0.0
+    for term in terms[:MAX_TERMS]:
+        matches = np.asarray(ix.fts_rowids(conn, term), dtype=np.int64)
+        if not len(matches):
+            continue
+        where, hit = _locate(ids, matches)
+        df = int(hit.sum())
+        if not df:
+            continue
+        weight = float(np.log1p(n / df))
+        score[where[hit]] += weight
+        total += weight
+    return score / total if total else score
 
 
 def _sign_bits(qvec: bytes) -> bytes:

@@ -44,7 +44,7 @@ _COLUMNS = (
     lessons.c.scope,
     lessons.c.key,
     epoch_seconds(lessons.c.updated_at).label("updated"),
-    func.coalesce(epoch_seconds(lessons.c.expires_at), NO_EXPIRY).label("expires"),
+    lessons.c.expires_at,  # a datetime, converted exactly: expiry is compared to the microsecond
     lessons.c.seen_count,
     lessons.c.helped_count,
     lessons.c.not_helped_count,
@@ -183,7 +183,7 @@ class RankIndex:
             scope=np.fromiter((self.scope_code(s) for s in cols[1]), dtype=np.int32, count=n),
             key=np.fromiter((hash(k) for k in cols[2]), dtype=np.int64, count=n),
             updated=np.fromiter(cols[3], dtype=np.float64, count=n),
-            expires=np.fromiter(cols[4], dtype=np.float64, count=n),
+            expires=np.fromiter((e.timestamp() if e is not None else NO_EXPIRY for e in cols[4]), np.float64, n),
             seen=np.fromiter(cols[5], dtype=np.int32, count=n),
             helped=np.fromiter(cols[6], dtype=np.int32, count=n),
             not_helped=np.fromiter(cols[7], dtype=np.int32, count=n),
@@ -219,7 +219,12 @@ class RankIndex:
                 ).all()
             )
         keep = ~np.isin(self.arrays.ids, np.asarray(ids, dtype=np.int64))
-        self.arrays = Arrays.concat([self.arrays.take(np.nonzero(keep)[0]), self._rows_to_arrays(fresh)])
+        new = self._rows_to_arrays(fresh)
+        old = self.arrays.take(np.nonzero(keep)[0])
+        if old.bits.shape[1] != self.words:
+            # The first vectors just arrived: until now no lesson had one, so zero bits are exact.
+            old.bits = np.zeros((len(old.ids), self.words), dtype=np.uint64)
+        self.arrays = Arrays.concat([old, new])
 
     def refresh(self, conn: Connection, model: str) -> None:
         """Bring the index up to the tenant's last audit row and newest vectors (in a read transaction)."""

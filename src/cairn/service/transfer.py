@@ -23,7 +23,7 @@ from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, parse_time, parse_ttl, utcnow
 from cairn.errors import CairnError
-from cairn.service import audit
+from cairn.service import audit, indexing
 from cairn.service.lessons import LessonOps, WriteInput, make_write, normalize_tags
 from cairn.service.mutate import Change, apply_many, replay
 from cairn.service.records import KINDS, ORIGINS, TRUST, active_clause, fetch
@@ -369,7 +369,13 @@ class _PlainBulk:
 def _link_supersessions(
     conn: Connection, principal: Principal, pairs: list[tuple[tuple[str, str], tuple[str, str]]]
 ) -> None:
-    """Restore ``superseded_by`` pointers once both ends exist (they may arrive in either order)."""
+    """Restore ``superseded_by`` pointers once both ends exist (they may arrive in either order).
+
+    The old lesson leaves the active set here, so it leaves the search indexes in the same
+    transaction, and the change gets its audit row (which is also how ranking indexes in other
+    processes learn that it is no longer eligible).
+    """
+    now = utcnow()
     for old_addr, new_addr in pairs:
         old, new = fetch(conn, principal, *old_addr), fetch(conn, principal, *new_addr)
         if old is None or new is None or old["superseded_by"] is not None:
@@ -378,6 +384,18 @@ def _link_supersessions(
             update(lessons)
             .where(and_(lessons.c.tenant_id == principal.tenant_id, lessons.c.id == old["id"]))
             .values(superseded_by=new["id"])
+        )
+        indexing.drop(conn, old["id"])
+        audit.record(
+            conn,
+            principal,
+            "import-supersede",
+            lesson_id=old["id"],
+            scope=old["scope"],
+            key=old["key"],
+            hash_before=old["content_hash"],
+            detail={"superseded_by": {"scope": new["scope"], "key": new["key"]}},
+            at=now,
         )
 
 

@@ -75,7 +75,11 @@ def run(verb: str, argv: list[str], g: Globals, out: Output) -> int:
     if verb == "context":
         params.update(task=args.task, max_chars=args.max_chars, loop_cap=args.loop_cap)
         data = call("context", params, home=g.home, session=g.session, human=g.human)
-        text = data["text"] or f"Cairn: no lessons yet for {' → '.join(data['ladder']) or 'this ladder'}."
+        text = data["text"]
+        if not text:  # nothing eligible: say so, within the same budget as the block
+            text = f"Cairn: no lessons yet for {' → '.join(data['ladder']) or 'this ladder'}."
+            if len(text) > data["budget"]:
+                text = text[: data["budget"] - 1] + "…"
         out.ok(data, text)
         return 0
     text = args.text

@@ -83,6 +83,7 @@ def run_cli(home: Path, *args: str, stdin: str | None = None, env: dict[str, str
         capture_output=True,
         text=True,
         env=full_env,
-        cwd=home,  # not the repository the suite runs from: context/recall read the cwd's git checkout
+        # Not the repository the suite runs from: context/recall read the cwd's git checkout.
+        cwd=next(p for p in (home, *home.parents) if p.is_dir()),
         timeout=120,
     )

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import NAMESPACE_SEPARATOR
@@ -34,6 +34,7 @@ from cairn.store.dialect import epoch_seconds
 from cairn.store.schema import audit_log, embed_state, lesson_signatures, lessons
 
 NO_EXPIRY = 1e18
+LOOP_PREFIX = "loop" + NAMESPACE_SEPARATOR
 LOAD_CHUNK = 50_000
 FULL_RELOAD_AT = 20_000  # more changed lessons than this since the last look: reload everything
 # Vectors are made by the embedding drain, in any process, and stamped with its clock; one committed
@@ -48,9 +49,10 @@ _COLUMNS = (
     lessons.c.seen_count,
     lessons.c.helped_count,
     lessons.c.not_helped_count,
-    lessons.c.trust,
-    lessons.c.origin,
-    lessons.c.tags,
+    (lessons.c.trust == "verified").label("verified"),
+    (lessons.c.origin == "human").label("human"),
+    # Tags only where they name a loop bucket: most lessons then ship no tags at all.
+    case((lessons.c.tags.like('%"loop::%'), lessons.c.tags), else_=None).label("loop_tags"),
     lesson_signatures.c.bits,
 )
 
@@ -167,33 +169,40 @@ class RankIndex:
 
     # -- loading ------------------------------------------------------------------------------
     def _rows_to_arrays(self, rows: list[Any]) -> Arrays:
+        """Columns to arrays with as little per-row Python as possible (a million rows at warm-up)."""
         n = len(rows)
         if not n:
             return Arrays.empty(self.words)
         cols = list(zip(*rows, strict=True))
-        has_vec = np.fromiter((b is not None for b in cols[11]), dtype=bool, count=n)
+        has_vec = np.array([b is not None for b in cols[11]], dtype=bool)
         if has_vec.any() and not self.words:
             self.words = len(next(b for b in cols[11] if b is not None)) // 8
         bits = np.zeros((n, self.words), dtype=np.uint64)
         if has_vec.any():
             raw = b"".join(b for b in cols[11] if b is not None)
             bits[has_vec] = np.frombuffer(raw, dtype=np.uint64).reshape(-1, self.words)
+        codes = self._scope_codes
+        scope = np.array([codes[s] if s in codes else self.scope_code(s) for s in cols[1]], dtype=np.int32)
+        expires = np.full(n, NO_EXPIRY, dtype=np.float64)
+        for i, e in enumerate(cols[4]):
+            if e is not None:
+                expires[i] = e.timestamp()
+        bucket = np.full(n, -1, dtype=np.int32)
+        for i, (k, t) in enumerate(zip(cols[2], cols[10], strict=True)):
+            if t is not None or k.startswith(LOOP_PREFIX):
+                bucket[i] = self.bucket_code(loop_bucket(k, t or ""))
         return Arrays(
-            ids=np.fromiter(cols[0], dtype=np.int64, count=n),
-            scope=np.fromiter((self.scope_code(s) for s in cols[1]), dtype=np.int32, count=n),
-            key=np.fromiter((hash(k) for k in cols[2]), dtype=np.int64, count=n),
-            updated=np.fromiter(cols[3], dtype=np.float64, count=n),
-            expires=np.fromiter((e.timestamp() if e is not None else NO_EXPIRY for e in cols[4]), np.float64, n),
-            seen=np.fromiter(cols[5], dtype=np.int32, count=n),
-            helped=np.fromiter(cols[6], dtype=np.int32, count=n),
-            not_helped=np.fromiter(cols[7], dtype=np.int32, count=n),
-            verified=np.fromiter((t == "verified" for t in cols[8]), dtype=bool, count=n),
-            bucket=np.fromiter(
-                (self.bucket_code(loop_bucket(k, t)) for k, t in zip(cols[2], cols[10], strict=True)),
-                dtype=np.int32,
-                count=n,
-            ),
-            human=np.fromiter((o == "human" for o in cols[9]), dtype=bool, count=n),
+            ids=np.array(cols[0], dtype=np.int64),
+            scope=scope,
+            key=np.fromiter(map(hash, cols[2]), dtype=np.int64, count=n),
+            updated=np.array(cols[3], dtype=np.float64),
+            expires=expires,
+            seen=np.array(cols[5], dtype=np.int32),
+            helped=np.array(cols[6], dtype=np.int32),
+            not_helped=np.array(cols[7], dtype=np.int32),
+            verified=np.array(cols[8], dtype=bool),
+            bucket=bucket,
+            human=np.array(cols[9], dtype=bool),
             bits=bits,
             has_vec=has_vec,
         )

@@ -43,15 +43,19 @@ def start_daemon(home: Path, *extra: str, env: dict[str, str] | None = None) -> 
         env=env or _env(),
         cwd=home,
     )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-        if ask_daemon(home, PING) is not None:
-            return proc
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("daemon did not come up within 90 s")
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+            if ask_daemon(home, PING) is not None:
+                return proc
+            time.sleep(0.1)
+        raise AssertionError("daemon did not come up within 90 s")
+    except BaseException:
+        proc.kill()  # never leave a daemon behind a failed test
+        proc.wait(timeout=30)
+        raise
 
 
 def stop_daemon(proc: subprocess.Popen[str]) -> tuple[int, str, str]:

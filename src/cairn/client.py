@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import TYPE_CHECKING, Any
 
 from cairn.daemon import protocol
 from cairn.errors import CairnError
 
+TYPE_CHECKING = False  # see cairn.errors
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
 CONNECT_TIMEOUT = 0.5
 # The first context after the daemon starts loads the ranking index (~1 s per 100k lessons here).

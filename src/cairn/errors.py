@@ -7,7 +7,10 @@ agents that parse it, so codes are only ever added, never renamed.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # not typing's: hooks import this module, and typing costs ~6 ms
+if TYPE_CHECKING:
+    from typing import Any
+
 
 # code -> (exit code, envelope status). 1 = refused or invalid input, 2 = setup/environment.
 CODES: dict[str, tuple[int, str]] = {

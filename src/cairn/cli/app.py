@@ -489,11 +489,14 @@ def config_show() -> None:
 @app.command()
 def serve(
     no_warm: Annotated[bool, typer.Option("--no-warm", help="Skip loading the index and model at start")] = False,
+    no_sweep: Annotated[
+        bool, typer.Option("--no-sweep", help="Do not erase expired/archived lessons (benchmarks, read-only use)")
+    ] = False,
 ) -> int:
     """Run the local daemon: keeps store, index and model warm for hooks; runs the sweeps. Ctrl-C stops."""
     from cairn.daemon.server import Daemon
 
-    stats = Daemon(_home()).serve(warm=not no_warm)
+    stats = Daemon(_home()).serve(warm=not no_warm, sweeps=not no_sweep)
     S.out.ok(stats, f"cairn serve stopped after {stats['requests']} request(s)")
     return 0
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
 
 from cairn.errors import CairnError
 
+TYPE_CHECKING = False  # see cairn.errors
 if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
     from cairn.cli.main import Globals
     from cairn.cli.output import Output
 

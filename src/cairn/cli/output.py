@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from cairn.errors import CairnError
+
+TYPE_CHECKING = False  # see cairn.errors
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Output:

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # see cairn.errors
+if TYPE_CHECKING:
+    from typing import Any
 
 PROTOCOL = 1
 SOCKET_NAME = "cairn.sock"

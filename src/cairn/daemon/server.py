@@ -53,6 +53,7 @@ class Daemon:
         self.stopping = threading.Event()
         self.log = log or (lambda msg: sys.stderr.write(f"cairn serve: {msg}\n"))
         self.requests = 0
+        self.sweeps = True
 
     # -- requests ---------------------------------------------------------------------------
     def handle(self, raw: bytes) -> dict[str, Any]:
@@ -111,7 +112,7 @@ class Daemon:
         """Sweeps at start and then every ``serve.sweep_minutes``; the embedding queue every few seconds."""
         next_sweep = 0.0
         while not self.stopping.is_set():
-            if time.monotonic() >= next_sweep:
+            if self.sweeps and time.monotonic() >= next_sweep:
                 self.sweep()
                 next_sweep = time.monotonic() + self.svc.settings.sweep_minutes * 60
             try:
@@ -125,7 +126,7 @@ class Daemon:
             self.stopping.wait(DRAIN_EVERY)
 
     # -- serving ----------------------------------------------------------------------------
-    def serve(self, warm: bool = True, background: bool = True) -> dict[str, Any]:
+    def serve(self, warm: bool = True, background: bool = True, sweeps: bool = True) -> dict[str, Any]:
         path = Path(protocol.socket_path(self.home))
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         for directory in {self.home, path.parent}:
@@ -139,6 +140,7 @@ class Daemon:
             if ask_daemon(self.home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}}) is not None:
                 raise CairnError("SETUP", f"a Cairn daemon already serves {self.home} (socket {path})")
             path.unlink()  # left by a daemon that died
+        self.sweeps = sweeps
         daemon = self
 
         class Handler(socketserver.BaseRequestHandler):

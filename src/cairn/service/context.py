@@ -90,7 +90,7 @@ class ContextOps:
             now = utcnow()
             with idx.lock:
                 idx.refresh(conn, indexing.configured_model())
-                pos, rung = _eligible(idx, visible, now.timestamp())
+                pos, rung, id_order = _eligible(idx, visible, now.timestamp())
                 arrays = idx.arrays
                 scope_names = idx.scopes
                 bucket_names = idx.buckets
@@ -98,7 +98,7 @@ class ContextOps:
             eligible = {s: int(c) for s, c in zip(visible, counts, strict=True)}
             relevance = None
             if terms:
-                relevance = _relevance(conn, terms, qvec, arrays, pos)
+                relevance = _relevance(conn, terms, qvec, arrays, pos, id_order)
             age_days = (now.timestamp() - arrays.updated[pos]) / 86400.0
             factors = core.score(
                 age_days,
@@ -149,7 +149,7 @@ class ContextOps:
         return cache[key]
 
 
-def _eligible(idx: RankIndex, visible: list[str], now_ts: float) -> tuple[np.ndarray, np.ndarray]:
+def _eligible(idx: RankIndex, visible: list[str], now_ts: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Positions of the eligible lessons in the index, and each one's rung on the ladder.
 
     Eligible: in a visible rung, not expired, and not shadowed by an active lesson with the same key
@@ -158,7 +158,7 @@ def _eligible(idx: RankIndex, visible: list[str], now_ts: float) -> tuple[np.nda
     memo_key = tuple(visible)
     hit = idx.memo.get(memo_key)
     if hit is not None and now_ts < hit[0]:
-        return hit[1], hit[2]
+        return hit[1], hit[2], hit[3]
     a = idx.arrays
     codes = idx.codes_of(visible)
     rung_of = np.full(len(idx.scopes) + 1, -1, dtype=np.int32)
@@ -182,11 +182,14 @@ def _eligible(idx: RankIndex, visible: list[str], now_ts: float) -> tuple[np.nda
     upcoming = a.expires[in_ladder]
     upcoming = upcoming[upcoming > now_ts]
     valid_until = float(upcoming.min()) if len(upcoming) else float("inf")
-    idx.memo[memo_key] = (valid_until, pos, rung)
-    return pos, rung
+    id_order = np.argsort(a.ids[pos], kind="stable")  # for locating ids among the eligible (relevance)
+    idx.memo[memo_key] = (valid_until, pos, rung, id_order)
+    return pos, rung, id_order
 
 
-def _relevance(conn: Connection, terms: list[str], qvec: bytes | None, arrays: Any, pos: np.ndarray) -> np.ndarray:
+def _relevance(
+    conn: Connection, terms: list[str], qvec: bytes | None, arrays: Any, pos: np.ndarray, order: np.ndarray
+) -> np.ndarray:
     """Relevance in [0, 1] of each eligible lesson: the better of its lexical and semantic match.
 
     Lexical: IDF-weighted share of the terms each eligible lesson contains (``_lexical``), for every
@@ -201,7 +204,7 @@ def _relevance(conn: Connection, terms: list[str], qvec: bytes | None, arrays: A
     if not len(ids):
         return out
     found: dict[int, float] = {}
-    out = _lexical(conn, terms, ids)
+    out = _lexical(conn, terms, ids, order)
     with_vec = np.nonzero(arrays.has_vec[pos])[0]
     if qvec is not None and len(with_vec) and arrays.bits.shape[1] * 64 == len(qvec) // 4:
         query_bits = np.frombuffer(_sign_bits(qvec), dtype=np.uint64)
@@ -215,19 +218,18 @@ def _relevance(conn: Connection, terms: list[str], qvec: bytes | None, arrays: A
     if found:
         keys = np.fromiter(found, dtype=np.int64, count=len(found))
         vals = np.fromiter(found.values(), dtype=np.float64, count=len(found))
-        where, hit = _locate(ids, keys)
+        where, hit = _locate(ids, order, keys)
         out[where[hit]] = np.maximum(out[where[hit]], vals[hit])
     return out
 
 
-def _locate(ids: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions in ``ids`` of each of ``keys``, and which keys are there at all."""
-    order = np.argsort(ids, kind="stable")
+def _locate(ids: np.ndarray, order: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``ids`` (sorted by ``order``) of each of ``keys``, and which keys are there at all."""
     slot = np.minimum(np.searchsorted(ids, keys, sorter=order), len(ids) - 1)
     return order[slot], ids[order[slot]] == keys
 
 
-def _lexical(conn: Connection, terms: list[str], ids: np.ndarray) -> np.ndarray:
+def _lexical(conn: Connection, terms: list[str], ids: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Share of the terms' weight each eligible lesson contains, in [0, 1].
 
     Each term weighs its inverse document frequency among the eligible lessons, log(1 + n/df), so a
@@ -243,7 +245,7 @@ def _lexical(conn: Connection, terms: list[str], ids: np.ndarray) -> np.ndarray:
         matches = np.asarray(ix.fts_rowids(conn, term), dtype=np.int64)
         if not len(matches):
             continue
-        where, hit = _locate(ids, matches)
+        where, hit = _locate(ids, order, matches)
         df = int(hit.sum())
         if not df:
             continue

@@ -65,7 +65,8 @@ def _run_workers(home: Path, tmp_path: Path, args_for: list[list[str]]) -> list[
     for r in results:
         assert_clean_stderr(r)
         assert r.stderr == "", r.stderr
-        assert r.returncode == 0, (r.returncode, r.stdout[-2000:])
+        failed = [line for line in r.stdout.splitlines() if '"status": "ok"' not in line]
+        assert r.returncode == 0, (r.returncode, failed)
         envelopes = [json.loads(line) for line in r.stdout.splitlines()]
         assert len(envelopes) == WRITES
         assert all(e["status"] == "ok" for e in envelopes), [e for e in envelopes if e["status"] != "ok"][:3]

@@ -37,6 +37,7 @@ from cairn.store.schema import lessons
 
 MAX_TERMS = 16  # branch and task words weighed for lexical relevance
 TERM_CACHE = 64  # terms whose full-text matches are kept between changes
+TEXT_CACHE = 5000  # top-set lesson rows kept between changes
 SEMANTIC_DEPTH = 100  # nearest by Hamming distance, re-ranked by exact cosine
 QUERY_CACHE = 256  # task/branch embeddings kept (a branch's session starts repeat the same text)
 # Cosine similarity (all-MiniLM-L6-v2) mapped to [0, 1]: below the floor a lesson is unrelated to the
@@ -93,6 +94,7 @@ class ContextOps:
                 idx.refresh(conn, indexing.configured_model())
                 pos, rung, id_order = _eligible(idx, visible, now.timestamp())
                 term_cache = idx.memo.setdefault("terms", {})  # this index version's doclists
+                text_cache = idx.memo.setdefault("texts", {})  # and the top sets' text
                 arrays = idx.arrays
                 scope_names = idx.scopes
                 bucket_names = idx.buckets
@@ -114,7 +116,7 @@ class ContextOps:
                 candidate_factor=cfg.candidate_factor,
             )
             top = _top_set(factors["score"], arrays.bucket[pos], arrays.human[pos], cfg.loop_cap, cfg.max_chars)
-            items = _items(conn, principal, arrays, pos, top, factors, scope_names, bucket_names)
+            items = _items(conn, principal, arrays, pos, top, factors, scope_names, bucket_names, text_cache)
             ranked = core.cap_buckets(items, cfg.loop_cap)
             label = visible[0] if visible else "global"
             block = core.fill(ranked, eligible=eligible, order=visible, label=label, max_chars=cfg.max_chars)
@@ -313,21 +315,32 @@ def _items(
     factors: dict[str, np.ndarray],
     scope_names: list[str],
     bucket_names: list[str],
+    cache: dict[int, Any],
 ) -> list[core.Item]:
-    """The top set with its text, read from the database now (the index holds no text)."""
+    """The top set with its text, read from the database (or kept from the last call of this version).
+
+    The rows are kept in the ranking index's memo, which any change to the tenant's lessons clears
+    before the next read: a forgotten or edited lesson's old text is never served from it. At a
+    million lessons the top set's rows are scattered over a 5 GB file; reading them again each
+    session start cost 100+ ms whenever the page cache had moved on.
+    """
     if not len(top):
         return []
     ids = [int(i) for i in arrays.ids[pos[top]]]
-    rows: dict[int, Any] = {}
-    for start in range(0, len(ids), 500):
-        batch = ids[start : start + 500]
+    rows: dict[int, Any] = {i: cache[i] for i in ids if i in cache}
+    missing = [i for i in ids if i not in rows]
+    for start in range(0, len(missing), 500):
+        batch = missing[start : start + 500]
         for r in conn.execute(
             select(
                 lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.value, lessons.c.trust, lessons.c.tags,
                 lessons.c.origin, lessons.c.author,
             ).where(lessons.c.tenant_id == principal.tenant_id, lessons.c.id.in_(batch))
         ).mappings():  # fmt: skip
-            rows[r["id"]] = r
+            rows[r["id"]] = cache[r["id"]] = dict(r)
+    if len(cache) > TEXT_CACHE:
+        for stale in [k for k in cache if k not in rows][: len(cache) - TEXT_CACHE]:
+            del cache[stale]
     items = []
     for n, lesson_id in zip(top, ids, strict=True):
         r = rows.get(lesson_id)

@@ -15,8 +15,10 @@ audit rows (a changed lesson is replaced, an archived/erased one disappears). Ti
 (``expires_at``) is evaluated at query time. Re-reading by id is idempotent, so a change committed
 between the ``seq`` read and the row read is simply read again next time.
 
-The index holds only ids and numbers; lesson text is fetched from the database for the bounded top
-set each time, so nothing a later read must not show (a forgotten lesson's value) lingers here.
+The index holds ids and numbers; lesson text is read from the database for the bounded top set.
+What context derives per index version (eligible sets, term matches, the top set's rows) lives in
+``memo``, which every change clears before the next read, so nothing a later read must not show (a
+forgotten lesson's value) outlives the change that hid it.
 """
 
 from __future__ import annotations

@@ -68,17 +68,23 @@ def call(
     home: str | Path | None = None,
     session: str | None = None,
     human: bool = False,
+    db: str | None = None,
 ) -> dict[str, Any]:
-    """Run ``op`` and return its data, or raise ``CairnError`` with the service's code."""
+    """Run ``op`` and return its data, or raise ``CairnError`` with the service's code.
+
+    ``db`` is a database URL (``--db``); without it ``CAIRN_DATABASE_URL``, else the home's SQLite
+    file. The daemon answers only for the database it serves; for any other the work runs here.
+    """
     home_path = resolve_home(home)
     session = session or os.environ.get("CAIRN_SESSION") or None
+    db = (db or "").strip() or os.environ.get("CAIRN_DATABASE_URL", "").strip() or None
     if not os.environ.get("CAIRN_NO_DAEMON"):
         message = {
             "v": protocol.PROTOCOL, "op": op, "params": params,
-            "actor": _actor(), "session": session, "human": human,
+            "actor": _actor(), "session": session, "human": human, "db": db,
         }  # fmt: skip
         answer = ask_daemon(home_path, message)
-        if answer is not None:
+        if answer is not None and not answer.get("other_db"):
             if answer.get("ok"):
                 data = answer["data"]
                 data["served_by"] = "daemon"
@@ -86,7 +92,7 @@ def call(
             err = answer.get("error") or {}
             code = err.get("code") if err.get("code") in _codes() else "INTERNAL"
             raise CairnError(code, err.get("message") or "the daemon refused the request", err.get("data"))
-    data = in_process(op, params, home_path, session, human)
+    data = in_process(op, params, home_path, session, human, db)
     data["served_by"] = "process"
     return data
 
@@ -97,7 +103,9 @@ def _codes() -> dict[str, Any]:
     return CODES
 
 
-def in_process(op: str, params: dict[str, Any], home: str, session: str | None, human: bool) -> dict[str, Any]:
+def in_process(
+    op: str, params: dict[str, Any], home: str, session: str | None, human: bool, db: str | None = None
+) -> dict[str, Any]:
     from pathlib import Path
 
     from cairn.core.principal import local_principal
@@ -105,7 +113,7 @@ def in_process(op: str, params: dict[str, Any], home: str, session: str | None, 
     from cairn.local import open_service
 
     cwd = Path(params["cwd"]) if params.get("cwd") else None
-    svc = open_service(Path(home), cwd=cwd)
+    svc = open_service(Path(home), cwd=cwd, db=db)
     principal = local_principal(session=session, human=human)
     svc.ensure_tenant(principal)
     return ops.run(svc, principal, Path(home), op, params)

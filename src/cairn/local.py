@@ -1,7 +1,8 @@
 """Opening the local store: the one place that turns a home directory into a service and a principal.
 
 The CLI, the daemon and the hooks' in-process fallback all start here, so "which database, which
-settings, which principal" has one answer.
+settings, which principal" has one answer. The database is the SQLite file in the home unless a
+URL is given (``--db``, or ``CAIRN_DATABASE_URL``): ``postgresql://…`` for a team server.
 """
 
 from __future__ import annotations
@@ -31,10 +32,23 @@ def ensure_home(home: Path) -> Path:
     return home
 
 
-def open_service(home: Path, settings: Settings | None = None, cwd: Path | None = None) -> Cairn:
+DATABASE_ENV = "CAIRN_DATABASE_URL"
+
+
+def database_url(home: Path, db: str | None = None) -> str:
+    """Which database: ``--db``, else ``CAIRN_DATABASE_URL``, else the SQLite file in the home."""
+    import os
+
+    from cairn.store.engine import sqlite_url
+
+    chosen = (db or "").strip() or os.environ.get(DATABASE_ENV, "").strip()
+    return chosen or sqlite_url(home)
+
+
+def open_service(home: Path, settings: Settings | None = None, cwd: Path | None = None, db: str | None = None) -> Cairn:
     from cairn import settings as settings_mod
     from cairn.service.api import Cairn
-    from cairn.store.engine import Store, sqlite_url
+    from cairn.store.engine import Store
 
-    ensure_home(home)
-    return Cairn(Store(sqlite_url(home)), settings or settings_mod.load(home, cwd))
+    ensure_home(home)  # the home holds settings, hook state and the daemon's socket on every database
+    return Cairn(Store(database_url(home, db)), settings or settings_mod.load(home, cwd))

@@ -125,9 +125,9 @@ UNRELATED_ERRORS = [
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Cairn:
+def corpus(request: pytest.FixtureRequest, backend: str, tmp_path_factory: pytest.TempPathFactory) -> Cairn:
     with default_env():
-        svc = open_service(tmp_path_factory.mktemp("corpus"))
+        svc = open_service(request, backend, tmp_path_factory.mktemp("corpus"))
         load(svc, CORPUS)
         svc.drain_embeddings(ME)
         yield svc
@@ -135,9 +135,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Cairn:
 
 
 @pytest.fixture
-def fresh(tmp_path: Path) -> Cairn:
+def fresh(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Cairn:
     with default_env():
-        svc = open_service(tmp_path / "fresh")
+        svc = open_service(request, backend, tmp_path / "fresh")
         yield svc
         svc.store.dispose()
 
@@ -378,9 +378,9 @@ QUERY = "how to run the tests"
 
 
 @pytest.fixture(scope="module")
-def laddered(tmp_path_factory: pytest.TempPathFactory) -> Cairn:
+def laddered(request: pytest.FixtureRequest, backend: str, tmp_path_factory: pytest.TempPathFactory) -> Cairn:
     with default_env():
-        svc = open_service(tmp_path_factory.mktemp("ladder"))
+        svc = open_service(request, backend, tmp_path_factory.mktemp("ladder"))
         load(svc, [{"scope": s, "key": k, "value": v} for s, k, v in LADDER])
         svc.drain_embeddings(ME)
         yield svc
@@ -456,10 +456,10 @@ def hash_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def tagged(tmp_path_factory: pytest.TempPathFactory) -> Cairn:
+def tagged(request: pytest.FixtureRequest, backend: str, tmp_path_factory: pytest.TempPathFactory) -> Cairn:
     with default_env() as mp:
         mp.setenv(ENV_MODEL, HASH_MODEL_NAME)
-        svc = open_service(tmp_path_factory.mktemp("tagged"))
+        svc = open_service(request, backend, tmp_path_factory.mktemp("tagged"))
         recs: list[dict[str, Any]] = [
             {"scope": "global", "key": f"deploy-step-{i}", "value": f"Deploy step {i}: deploy the deploy service."}
             for i in range(240)

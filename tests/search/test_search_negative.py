@@ -20,7 +20,18 @@ from cairn.core.timeparse import FAKE_NOW_ENV
 from cairn.errors import CairnError
 from cairn.service.api import Cairn
 from cairn.store import search_index as ix
-from tests.search.util import ME, MODES, default_env, keys, lesson_id, load, open_service, recalled, sql
+from tests.search.util import (
+    ME,
+    MODES,
+    default_env,
+    fts_text_count,
+    keys,
+    lesson_id,
+    load,
+    open_service,
+    recalled,
+    sql,
+)
 
 OTHER = Principal("other", "someone-else")
 LIMITED = Principal(LOCAL_TENANT, "ci-bot", scope_patterns=("repo::acme/*", "global"))
@@ -154,9 +165,9 @@ def _hide(svc: Cairn, c: Case) -> None:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Cairn:
+def store(request: pytest.FixtureRequest, backend: str, tmp_path_factory: pytest.TempPathFactory) -> Cairn:
     with default_env():
-        svc = open_service(tmp_path_factory.mktemp("negative"))
+        svc = open_service(request, backend, tmp_path_factory.mktemp("negative"))
         svc.ensure_tenant(OTHER)
         load(svc, FILLER)
         for c in CASES:
@@ -228,9 +239,9 @@ def test_expired_lesson_is_visible_until_its_ttl(store: Cairn) -> None:
 
 
 @pytest.fixture
-def fresh(tmp_path: Path) -> Cairn:
+def fresh(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Cairn:
     with default_env():
-        svc = open_service(tmp_path / "store")
+        svc = open_service(request, backend, tmp_path / "store")
         load(svc, FILLER)
         yield svc
         svc.store.dispose()
@@ -244,14 +255,9 @@ def _index_state(svc: Cairn, lid: int) -> dict[str, Any]:
     with svc.store.connect(write=False) as conn:
         tables = ix.vec_tables(conn)
         return {
-            "fts_row": conn.execute(text("SELECT count(*) FROM lesson_fts WHERE rowid = :i"), {"i": lid}).scalar(),
-            "fts_match": conn.execute(
-                text("SELECT rowid FROM lesson_fts WHERE lesson_fts MATCH :m"), {"m": MARKER}
-            ).all(),
-            "fts_text": conn.execute(
-                text("SELECT count(*) FROM lesson_fts WHERE key LIKE :p OR value LIKE :p OR tags LIKE :p"),
-                {"p": f"%{MARKER}%"},
-            ).scalar(),
+            "fts_row": int(ix.fts_has(conn, lid)),
+            "fts_match": ix.fts_rowids(conn, MARKER),
+            "fts_text": fts_text_count(conn, MARKER),
             "vec_rows": {
                 t: conn.execute(text(f"SELECT count(*) FROM {t} WHERE lesson_id = :i"), {"i": lid}).scalar()
                 for t in tables
@@ -321,6 +327,10 @@ def test_purge_of_expired_lesson_erases_text_and_vectors(fresh: Cairn, monkeypat
 
 
 def test_purged_text_leaves_no_bytes_in_fts_shadow_tables(fresh: Cairn) -> None:
+    # SQLite only: FTS5's shadow tables are SQLite internals. (Postgres keeps a deleted row's bytes
+    # in its page until VACUUM; see docs/KNOWN_ISSUES.md.)
+    if fresh.store.dialect != "sqlite":
+        pytest.skip("FTS5 shadow tables exist on SQLite only")
     _write_and_embed(fresh)
     fresh.archive(ME, "global", "deploy-token")
     fresh.purge(ME, archived=True, older_than=timedelta(0))

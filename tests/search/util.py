@@ -14,7 +14,7 @@ from sqlalchemy import text
 from cairn.core.principal import LOCAL_TENANT, Principal
 from cairn.search.embed import ENV_MODEL
 from cairn.service.api import Cairn
-from cairn.store.engine import Store, sqlite_url
+from cairn.store.engine import Store
 
 MODES = ("fts", "vector", "hybrid")
 ENV_CLEARED = (ENV_MODEL, "CAIRN_FAKE_NOW", "CAIRN_SESSION", "CAIRN_PROMOTION_THRESHOLD")
@@ -32,9 +32,11 @@ def default_env() -> Iterator[pytest.MonkeyPatch]:
         yield mp
 
 
-def open_service(home: Path) -> Cairn:
-    home.mkdir(parents=True, exist_ok=True)
-    store = Store(sqlite_url(home))
+def open_service(request: pytest.FixtureRequest, backend: str, home: Path) -> Cairn:
+    """A service on a fresh store of ``backend`` (``home`` holds it on SQLite), with the tenant."""
+    from tests.conftest import new_store_url
+
+    store = Store(new_store_url(request, backend, home))
     store.ensure_schema()
     svc = Cairn(store)
     svc.ensure_tenant(ME)
@@ -72,3 +74,17 @@ def lesson_id(svc: Cairn, scope: str, key: str, tenant: str = LOCAL_TENANT) -> i
     rows = sql(svc, "SELECT id FROM lessons WHERE tenant_id = :t AND scope = :s AND key = :k", t=tenant, s=scope, k=key)
     assert len(rows) == 1, rows
     return rows[0][0]
+
+
+def fts_text_count(conn: Any, needle: str) -> int:
+    """How many full-text index entries still hold ``needle`` as text (purge must leave none).
+
+    The one place the tests look inside the index per database: FTS5 keeps the columns' text,
+    Postgres the ``tsvector`` (its lexemes, read as text).
+    """
+    pattern = f"%{needle}%"
+    if conn.dialect.name == "postgresql":
+        return conn.execute(text("SELECT count(*) FROM lesson_fts WHERE doc::text LIKE :p"), {"p": pattern}).scalar()
+    return conn.execute(
+        text("SELECT count(*) FROM lesson_fts WHERE key LIKE :p OR value LIKE :p OR tags LIKE :p"), {"p": pattern}
+    ).scalar()

@@ -29,15 +29,12 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def second_store(store_url: str, tmp_path):  # type: ignore[no-untyped-def]
+def second_store(request, backend: str, tmp_path):  # type: ignore[no-untyped-def]
     """An empty store of the same backend, for round trips."""
-    from cairn.store.engine import Store, sqlite_url
+    from cairn.store.engine import Store
+    from tests.conftest import new_store_url
 
-    if not store_url.startswith("sqlite"):
-        pytest.skip("a second empty store is only set up for SQLite here")
-    home = tmp_path / "second"
-    home.mkdir()
-    s = Store(sqlite_url(home))
+    s = Store(new_store_url(request, backend, tmp_path / "second"))
     s.ensure_schema()
     yield s
     s.dispose()

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from cairn.errors import CairnError
 from cairn.service.api import Cairn
 from tests.contract import at, counts, refused, snapshot
 
@@ -154,3 +155,25 @@ def test_list_and_review_limits_are_validated(seeded: Cairn, me) -> None:
         refused("INVALID_INPUT", seeded.review_queue, me, limit=limit)
     refused("INVALID_INPUT", seeded.list, me, trust="rejected")
     refused("INVALID_INPUT", seeded.audit, me, scope=S)
+
+
+def test_a_session_id_longer_than_the_store_keeps_is_refused_on_every_database(seeded: Cairn, me, store) -> None:
+    """The schema holds a session id in 200 characters (``sightings.session``): Postgres enforces
+    that and SQLite does not, so the limit is checked before either sees it — the same answer on both."""
+    from tests.conftest import session
+
+    before = snapshot(store)
+    with pytest.raises(CairnError) as info:
+        seeded.write(session(me, "s" * 201), "global", "k", "a value")
+    assert info.value.code == "INVALID_INPUT"
+    assert snapshot(store) == before
+    assert seeded.write(session(me, "s" * 200), "global", "k", "a value")["action"] in ("created", "recurred", "edited")
+
+
+def test_null_characters_in_text_fields_are_refused_on_every_database(seeded: Cairn, me, store) -> None:
+    """Postgres cannot store U+0000 in text; SQLite can. One rule for both: refused before the store."""
+    before = snapshot(store)
+    for field in ("source_agent", "trigger"):
+        refused("INVALID_INPUT", seeded.write, me, "global", "k", "a value", **{field: "bad\x00value"})
+    refused("INVALID_INPUT", seeded.write, me, "global", "k", "a value", tags=["a\x00b"])
+    assert snapshot(store) == before

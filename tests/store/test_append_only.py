@@ -48,10 +48,22 @@ def test_appending_is_allowed(filled: Cairn, me, store) -> None:
 
 
 def test_the_guard_triggers_exist_after_migration(store) -> None:
-    if store.dialect != "sqlite":
-        pytest.skip("trigger catalogue differs per database; the refusals above are the contract")
-    names = {r["name"] for r in rows(store, "SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    assert {"audit_log_no_update", "audit_log_no_delete", "lesson_versions_no_update"} <= names
+    if store.dialect == "sqlite":
+        names = {r["name"] for r in rows(store, "SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        assert {"audit_log_no_update", "audit_log_no_delete", "lesson_versions_no_update"} <= names
+    else:
+        names = {r["tgname"] for r in rows(store, "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")}
+        assert {"audit_log_append_only", "audit_log_no_truncate", "lesson_versions_append_only"} <= names
+
+
+def test_truncating_the_audit_log_is_refused(filled: Cairn, store) -> None:
+    """Postgres' TRUNCATE skips row triggers; a statement trigger refuses it (SQLite has no TRUNCATE)."""
+    if store.dialect == "sqlite":
+        pytest.skip("SQLite has no TRUNCATE; DELETE is refused above")
+    before = snapshot(store)
+    with pytest.raises(DBAPIError, match="append-only"), store.connect(write=True) as conn:
+        conn.execute(text("TRUNCATE audit_log"))
+    assert snapshot(store) == before
 
 
 def test_audit_seq_is_unique_per_tenant(filled: Cairn, store) -> None:

@@ -37,10 +37,14 @@ def run_alembic(store: Store, fn, *args) -> None:  # type: ignore[no-untyped-def
 
 
 def virtual_tables(store: Store) -> set[str]:
-    """Search index tables the migrations create with dialect SQL (FTS5, sqlite-vec) and their
-    shadow tables: they are deliberately not in ``schema.py``, so the comparison skips them."""
-    if store.dialect != "sqlite":
-        return set()
+    """Search index tables the migrations create with dialect SQL (FTS5, sqlite-vec and their
+    shadow tables; on Postgres the tsvector table and the pgvector tables): they are deliberately
+    not in ``schema.py``, so the comparison skips them."""
+    if store.dialect == "postgresql":
+        from cairn.store import search_index as ix
+
+        with store.engine.connect() as conn:
+            return {"lesson_fts", *ix.vec_tables(conn)}
     with store.engine.connect() as conn:
         names = [r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))]
         virtual = {
@@ -62,7 +66,18 @@ def compare(store: Store, target=metadata):  # type: ignore[no-untyped-def]
         ctx = MigrationContext.configure(
             conn, opts={"compare_type": True, "compare_server_default": True, "include_name": include_name}
         )
-        return compare_metadata(ctx, target)
+        diff = compare_metadata(ctx, target)
+    if store.dialect == "sqlite":
+        # SQLite has no identity columns (its INTEGER PRIMARY KEY is the rowid alias and ignores
+        # ``Identity()``), so reflection cannot report the one the metadata declares.
+        diff = [d for d in diff if not (isinstance(d, list) and all(_identity_default(m) for m in d))]
+    return diff
+
+
+def _identity_default(change) -> bool:  # type: ignore[no-untyped-def]
+    from sqlalchemy import Identity
+
+    return change[0] == "modify_default" and isinstance(change[-1], Identity) and change[-2] is None
 
 
 def test_autogenerate_finds_no_difference_between_schema_and_migrations(store: Store) -> None:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 app = typer.Typer(
     name="cairn",
     help="Cairn: a versioned, audited memory store for coding agents. "
-    "Global flags anywhere: --json, --home DIR, --session ID, --by-human.",
+    "Global flags anywhere: --json, --home DIR, --db URL, --session ID, --by-human.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -35,6 +35,11 @@ app.add_typer(review_app, name="review")
 app.add_typer(audit_app, name="audit")
 config_app = typer.Typer(help="Settings and where each value came from.", invoke_without_command=True)
 app.add_typer(config_app, name="config")
+db_app = typer.Typer(
+    help="The database: SQLite in the home, or Postgres with --db URL / CAIRN_DATABASE_URL.",
+    invoke_without_command=True,
+)
+app.add_typer(db_app, name="db")
 
 
 class _State:
@@ -81,7 +86,7 @@ def svc() -> tuple[Cairn, Principal]:
         from cairn.core.principal import local_principal
         from cairn.local import open_service
 
-        S.svc = open_service(_home(), cwd=Path.cwd())
+        S.svc = open_service(_home(), cwd=Path.cwd(), db=S.g.db)
         S.principal = local_principal(session=S.g.session, human=S.g.human)
         S.svc.ensure_tenant(S.principal)
     assert S.principal is not None
@@ -486,6 +491,52 @@ def config_show() -> None:
     S.out.ok(data, "\n".join(lines))
 
 
+@db_app.callback()
+def db_default(ctx: typer.Context) -> None:
+    """Which database, at which schema revision (subcommand: upgrade)."""
+    if ctx.invoked_subcommand is None:
+        db_status()
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Which database this command uses and whether its schema is current (changes nothing)."""
+    from cairn.local import database_url
+    from cairn.store.engine import Store, redact_url
+    from cairn.store.migrations import HEAD
+
+    store = Store(database_url(_home(), S.g.db))
+    try:
+        current = store.current_revision()
+    finally:
+        store.dispose()
+    where = redact_url(store.url)
+    data = {"database": where, "dialect": store.dialect, "revision": current, "head": HEAD, "current": current == HEAD}
+    due = "current" if current == HEAD else f"behind: run cairn db upgrade (at {current or 'an empty schema'})"
+    S.out.ok(data, f"{where}: revision {current or '(none)'}, head {HEAD} — {due}")
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Run the schema migrations up to the newest revision (the same history on SQLite and Postgres)."""
+    from cairn.local import database_url
+    from cairn.store.engine import Store, redact_url
+    from cairn.store.migrations import HEAD
+
+    store = Store(database_url(_home(), S.g.db))
+    try:
+        before, after = store.upgrade()
+    finally:
+        store.dispose()
+    where = redact_url(store.url)
+    data = {"database": where, "dialect": store.dialect, "from": before, "to": after, "head": HEAD}
+    if before == after:
+        text = f"{where}: already at revision {after}"
+    else:
+        text = f"{where}: upgraded from {before or '(empty)'} to {after}"
+    S.out.ok(data, text)
+
+
 @app.command()
 def serve(
     no_warm: Annotated[bool, typer.Option("--no-warm", help="Skip loading the index and model at start")] = False,
@@ -496,7 +547,7 @@ def serve(
     """Run the local daemon: keeps store, index and model warm for hooks; runs the sweeps. Ctrl-C stops."""
     from cairn.daemon.server import Daemon
 
-    stats = Daemon(_home()).serve(warm=not no_warm, sweeps=not no_sweep)
+    stats = Daemon(_home(), db=S.g.db).serve(warm=not no_warm, sweeps=not no_sweep)
     S.out.ok(stats, f"cairn serve stopped after {stats['requests']} request(s)")
     return 0
 

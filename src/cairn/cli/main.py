@@ -12,7 +12,8 @@ import os
 import sys
 
 GLOBAL_FLAGS = {"--json": "json", "--by-human": "human"}
-GLOBAL_OPTIONS = {"--home": "home", "--session": "session"}
+GLOBAL_OPTIONS = {"--home": "home", "--session": "session", "--db": "db"}
+_METAVAR = {"--home": "DIR", "--session": "ID", "--db": "URL"}
 
 
 class Globals:
@@ -20,6 +21,7 @@ class Globals:
     human: bool = False
     home: str | None = None
     session: str | None = None
+    db: str | None = None  # a database URL (else CAIRN_DATABASE_URL, else the SQLite file in the home)
     verb: str = "cairn"
     error: str | None = None  # a global option without its value
 
@@ -41,7 +43,7 @@ def split_globals(argv: list[str]) -> tuple[Globals, list[str]]:
                 setattr(g, GLOBAL_OPTIONS[arg], argv[i + 1])
                 i += 1
             else:
-                g.error = f"{arg} needs a value, e.g. {arg} {'DIR' if arg == '--home' else 'ID'}"
+                g.error = f"{arg} needs a value, e.g. {arg} {_METAVAR[arg]}"
         elif "=" in arg and arg.split("=", 1)[0] in GLOBAL_OPTIONS:
             name, value = arg.split("=", 1)
             setattr(g, GLOBAL_OPTIONS[name], value)
@@ -58,7 +60,7 @@ def _verb(rest: list[str]) -> str:
         if arg.startswith("-"):
             continue
         nxt = rest[i + 1] if i + 1 < len(rest) else ""
-        if arg in ("review", "audit", "config") and nxt and not nxt.startswith("-"):
+        if arg in ("review", "audit", "config", "db") and nxt and not nxt.startswith("-"):
             return f"{arg} {nxt}"
         return arg
     return "cairn"

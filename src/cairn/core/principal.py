@@ -16,6 +16,8 @@ from cairn.errors import CairnError
 
 READ, WRITE, ADMIN = "read", "write", "admin"
 LOCAL_TENANT = "local"
+MAX_TENANT_CHARS = 64
+MAX_SESSION_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,20 @@ class Principal:
     permissions: frozenset[str] = field(default_factory=lambda: frozenset({READ, WRITE, ADMIN}))
     scope_patterns: tuple[str, ...] = ()  # empty: every scope of the tenant
     human: bool = False  # a person is acting (dashboard, --by-human): writes start verified
+
+    def __post_init__(self) -> None:
+        # The store keeps a tenant id in 64 characters and a session id in 200 (sightings count
+        # distinct sessions). Postgres enforces column lengths and SQLite does not, so the limits
+        # are checked here, once, with the same answer on both databases.
+        if not self.tenant_id or len(self.tenant_id) > MAX_TENANT_CHARS:
+            raise CairnError("INVALID_INPUT", f"a tenant id is 1-{MAX_TENANT_CHARS} characters")
+        if self.session is not None and len(self.session) > MAX_SESSION_CHARS:
+            raise CairnError(
+                "INVALID_INPUT", f"session id is {len(self.session)} characters; the limit is {MAX_SESSION_CHARS}"
+            )
+        for name, value in (("tenant id", self.tenant_id), ("actor", self.actor), ("session id", self.session)):
+            if value is not None and "\x00" in value:
+                raise CairnError("INVALID_INPUT", f"{name} contains a NUL character")
 
     def can_see(self, scope: str) -> bool:
         return not self.scope_patterns or any(scope_matches(scope, p) for p in self.scope_patterns)

@@ -45,9 +45,12 @@ def _peer_uid(sock: socket.socket) -> int | None:
 
 
 class Daemon:
-    def __init__(self, home: Path, log: Any = None) -> None:
+    def __init__(self, home: Path, log: Any = None, db: str | None = None) -> None:
         self.home = ensure_home(home)
-        self.svc = open_service(self.home)
+        # The database this daemon serves, as clients name it (``--db`` or CAIRN_DATABASE_URL; None
+        # is the home's SQLite file): a request for another one is answered "not mine" (``other_db``).
+        self.db = (db or "").strip() or os.environ.get("CAIRN_DATABASE_URL", "").strip() or None
+        self.svc = open_service(self.home, db=self.db)
         self.svc.store.ensure_schema()  # before any thread: migrations run once, here
         self.started = time.time()
         self.stopping = threading.Event()
@@ -63,16 +66,19 @@ class Daemon:
             return _error(CairnError("INVALID_INPUT", "the request is not a JSON object"))
         if message.get("v") != protocol.PROTOCOL:
             return _error(CairnError("SETUP", f"client protocol {message.get('v')!r}, daemon {protocol.PROTOCOL}"))
+        if (message.get("db") or None) != self.db:
+            # Not the database this daemon holds open: the client does the work in its own process.
+            return {"ok": False, "other_db": True}
         op = message.get("op")
         params = message.get("params") or {}
         if not isinstance(op, str) or not isinstance(params, dict):
             return _error(CairnError("INVALID_INPUT", "a request has an op (string) and params (object)"))
-        principal = local_principal(
-            session=message.get("session") or None,
-            human=bool(message.get("human")),
-            actor=message.get("actor") or None,
-        )
         try:
+            principal = local_principal(
+                session=message.get("session") or None,
+                human=bool(message.get("human")),
+                actor=message.get("actor") or None,
+            )
             self.svc.ensure_tenant(principal)
             data = ops.run(self.svc, principal, self.home, op, params)
         except CairnError as exc:

@@ -151,28 +151,33 @@ def _run(ev: P.HookEvent, g: Any, result: dict[str, Any]) -> None:
 def _handle(ev: P.HookEvent, g: Any) -> str:
     home = _home(g)
     session = ev.session or getattr(g, "session", None)
+    db = getattr(g, "db", None)  # --db URL; the client falls back to CAIRN_DATABASE_URL, then the home's file
     state = SessionState(home, ev.host, session) if session else None
     if ev.event == "tool-failure":
-        return _tool_failure(ev, home, session, state)
+        return _tool_failure(ev, home, session, state, db)
     if ev.event == "session-start":
-        return _session_start(ev, home, session, state)
-    return _prompt_submit(ev, home, session, state)
+        return _session_start(ev, home, session, state, db)
+    return _prompt_submit(ev, home, session, state, db)
 
 
-def _session_start(ev: P.HookEvent, home: Path, session: str | None, state: SessionState | None) -> str:
+def _session_start(
+    ev: P.HookEvent, home: Path, session: str | None, state: SessionState | None, db: str | None = None
+) -> str:
     """The context block, once per host session; again after a compaction, which drops it from context."""
     if state is not None:
         state.prune()
         if ev.source != "compact" and state.read().get("context"):
             return ""
-    text = _context(ev, home, session)
+    text = _context(ev, home, session, db)
     if state is not None:
         with state.update() as data:
             data["context"] = True
     return text
 
 
-def _prompt_submit(ev: P.HookEvent, home: Path, session: str | None, state: SessionState | None) -> str:
+def _prompt_submit(
+    ev: P.HookEvent, home: Path, session: str | None, state: SessionState | None, db: str | None = None
+) -> str:
     """The context block on a session's first prompt, only when no session-start hook delivered it.
 
     This is the fallback for a session-start that did not run or failed; without a session id there is
@@ -184,17 +189,19 @@ def _prompt_submit(ev: P.HookEvent, home: Path, session: str | None, state: Sess
         if data.get("context") or data.get("prompted"):
             return ""
         data["prompted"] = True  # claimed before the call: at most one attempt per session
-    text = _context(ev, home, session)
+    text = _context(ev, home, session, db)
     with state.update() as data:
         data["context"] = True
     return text
 
 
-def _tool_failure(ev: P.HookEvent, home: Path, session: str | None, state: SessionState | None) -> str:
+def _tool_failure(
+    ev: P.HookEvent, home: Path, session: str | None, state: SessionState | None, db: str | None = None
+) -> str:
     """At most three lessons for this failure, none that this session has already been shown."""
     if not ev.failure:
         return ""  # the tool call succeeded (or was interrupted): nothing to recall
-    data = _call("recall", {"cwd": ev.cwd, "text": ev.failure}, home, session)
+    data = _call("recall", {"cwd": ev.cwd, "text": ev.failure}, home, session, db)
     lessons = [h for h in data.get("lessons") or [] if isinstance(h, dict)]
     text = data.get("text") or ""
     if not lessons or not text:
@@ -214,16 +221,16 @@ def _tool_failure(ev: P.HookEvent, home: Path, session: str | None, state: Sessi
     return _render_recall(fresh)
 
 
-def _context(ev: P.HookEvent, home: Path, session: str | None) -> str:
+def _context(ev: P.HookEvent, home: Path, session: str | None, db: str | None = None) -> str:
     params = {"cwd": ev.cwd, "repo": None, "branch": None, "project": None, "task": None, "max_chars": None}
-    data = _call("context", params, home, session)
+    data = _call("context", params, home, session, db)
     return data.get("text") or ""
 
 
-def _call(op: str, params: dict[str, Any], home: Path, session: str | None) -> dict[str, Any]:
+def _call(op: str, params: dict[str, Any], home: Path, session: str | None, db: str | None = None) -> dict[str, Any]:
     from cairn.client import call
 
-    data = call(op, params, home=home, session=session)
+    data = call(op, params, home=home, session=session, db=db)
     return data if isinstance(data, dict) else {}
 
 

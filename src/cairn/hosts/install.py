@@ -77,6 +77,12 @@ PLAN: dict[str, tuple[Hook, ...]] = {
 }
 
 
+def _has_password(url: str) -> bool:
+    """``user:password@`` or ``password=`` in a database URL."""
+    netloc = url.partition("://")[2].partition("/")[0]
+    return ":" in netloc.rpartition("@")[0] or "password=" in url.lower()
+
+
 def main(argv: list[str], g: Any) -> int:
     """Entry from ``cairn install``: print a short summary (or one JSON envelope with ``--json``)."""
     from cairn.cli.output import Output
@@ -92,6 +98,17 @@ def main(argv: list[str], g: Any) -> int:
     home = getattr(g, "home", None) or os.environ.get("CAIRN_HOME")
     if home:
         command += " --home " + _quote(str(Path(home).expanduser().resolve()))
+    db = getattr(g, "db", None) or os.environ.get("CAIRN_DATABASE_URL")
+    if db:
+        if _has_password(db):
+            from cairn.errors import CairnError
+
+            raise CairnError(
+                "INVALID_INPUT",
+                "the database URL holds a password, which the hook command would store in the host's "
+                "config file; give the URL without it and let libpq find it (PGPASSWORD, ~/.pgpass)",
+            )
+        command += " --db " + _quote(db)
 
     if opts["uninstall"]:
         result = uninstall(host, path, dry_run=opts["dry_run"])

@@ -48,5 +48,5 @@ class Cairn(ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, 
 
         # Read first: the common case must not take the write lock on every command.
         if not self.store.run(exists, write=False):
-            self.store.run(create, write=True)
+            self.store.run(create, write=True, tenant=principal.tenant_id)
         self._tenants_seen.add(principal.tenant_id)

@@ -68,7 +68,7 @@ class GraphOps:
             )
             return {"changed": True, "rel": rel}
 
-        return self.store.run(tx, write=True)
+        return self.store.run(tx, write=True, tenant=principal.tenant_id)
 
     def neighborhood(
         self, principal: Principal, scope: str, key: str, *, depth: int = 1, budget: int = 2000

@@ -64,6 +64,8 @@ def _bounded(name: str, value: str | None) -> str | None:
     value = value.strip()
     if len(value) > MAX_FIELD:
         raise CairnError("INVALID_INPUT", f"{name} is longer than {MAX_FIELD} characters")
+    if "\x00" in value:  # Postgres text cannot hold U+0000; one rule on both databases
+        raise CairnError("INVALID_INPUT", f"{name} contains a NUL character")
     return value or None
 
 
@@ -161,7 +163,7 @@ class LessonOps:
         principal.require(WRITE)
         inp = make_write(principal, scope, key, value, **options)
         principal.require(WRITE, inp.scope)
-        return self.store.run(lambda conn: self._write_tx(conn, principal, inp), write=True)
+        return self.store.run(lambda conn: self._write_tx(conn, principal, inp), write=True, tenant=principal.tenant_id)
 
     def _write_tx(
         self, conn: Connection, principal: Principal, inp: WriteInput, *, import_mode: bool = False

@@ -103,7 +103,7 @@ class SearchOps:
         # wait for a writer; a write probe on every search made them queue behind imports).
         state, pending = self.store.run(probe, write=False)
         if state != indexing.configured_model():
-            self.store.run(lambda c: _follow_model(c, principal.tenant_id), write=True)
+            self.store.run(lambda c: _follow_model(c, principal.tenant_id), write=True, tenant=principal.tenant_id)
             state, pending = self.store.run(probe, write=False)
         if not pending:
             return 0
@@ -172,7 +172,7 @@ class SearchOps:
                     )
                 return wrote
 
-            done += self.store.run(write, write=True)
+            done += self.store.run(write, write=True, tenant=principal.tenant_id)
             if progress:
                 progress(done, pending)
 
@@ -200,10 +200,10 @@ class SearchOps:
             keep = ix.vec_table(embedder.name, embedder.dim)
             for table in ix.vec_tables(conn):
                 if table != keep and not _table_in_use(conn, table):
-                    conn.exec_driver_sql(f'DROP TABLE "{table}"')
+                    ix.vec_drop_table(conn, table)
             return len(ids)
 
-        count = self.store.run(rebuild, write=True)
+        count = self.store.run(rebuild, write=True, tenant=principal.tenant_id)
         embedded = self.drain_embeddings(principal, progress)
         return {"indexed": count, "embedded": embedded, "model": embedder.name, "dim": embedder.dim}
 
@@ -429,31 +429,32 @@ def _embed_text(row: dict[str, Any]) -> str:
     return row["key"].replace("-", " ").replace("::", " ") + ". " + row["value"]
 
 
-def _match_expr(conn: Connection, terms: list[str], weigh: bool, conjunctive: bool) -> str:
-    """The FTS5 query: quoted terms only, so no user input is read as query syntax.
+def _match_expr(conn: Connection, terms: list[str], weigh: bool, conjunctive: bool) -> ix.FtsQuery | None:
+    """The full-text query: quoted terms only, so no user input is read as query syntax.
 
     Hybrid search: every term (AND), the precise lexical signal fusion needs. Full-text-only
     search: any term (OR), ranked by BM25, classic keyword search. Recall: an OR of the terms the
     store knows, rarest first, at most 12.
     """
     if not weigh:
+        phrases = [ix.fts_phrase(t) for t in terms[:32]]
         if not conjunctive:
-            return " OR ".join(ix.fts_phrase(t) for t in terms[:32])
-        conj = " AND ".join(ix.fts_phrase(t) for t in terms[:32])
+            return ix.fts_any(phrases)
+        conj = ix.fts_all(phrases)
         # An identifier (FROB_GRACE_MS, http2, v1.4) is specific enough to match on its own: extra
         # words around it must not empty the lexical arm and leave it to the vector arm.
         idents = [t for t in terms[:32] if "_" in t or "." in t or any(c.isdigit() for c in t)]
         if idents and len(terms) > 1:
-            return f"({conj}) OR " + " OR ".join(ix.fts_phrase(t) for t in idents)
+            return ix.fts_any([conj, *(ix.fts_phrase(t) for t in idents)])
         return conj
     df, total = ix.doc_frequencies(conn, terms)
     known = [t for t in terms if df.get(t)]
     if not known or not total:
-        return ""
+        return None
     # Terms in more than half the store carry no signal (BM25's IDF goes negative there).
     useful = [t for t in known if df[t] <= total / 2] or known
     useful.sort(key=lambda t: math.log(1 + total / df[t]), reverse=True)
-    return " OR ".join(ix.fts_phrase(t) for t in useful[:12])
+    return ix.fts_any([ix.fts_phrase(t) for t in useful[:12]])
 
 
 def _shadow(

@@ -33,6 +33,8 @@ def _reason(reason: str | None) -> str:
         raise CairnError("INVALID_INPUT", 'a reason is required (--reason "why this lesson is wrong")')
     if len(reason) > MAX_REASON:
         raise CairnError("INVALID_INPUT", f"reason is longer than {MAX_REASON} characters")
+    if "\x00" in reason:  # Postgres text cannot hold U+0000; one rule on both databases
+        raise CairnError("INVALID_INPUT", "reason contains a NUL character")
     return reason
 
 
@@ -129,7 +131,7 @@ class ForgetOps:
             )
             return {"tombstone_id": tomb_id, "already": False, "scope": scope, "key": key, "reason": reason}
 
-        return self.store.run(tx, write=True)
+        return self.store.run(tx, write=True, tenant=principal.tenant_id)
 
     def unforget(self, principal: Principal, tombstone_id: int, reason: str) -> dict[str, Any]:
         """Lift a tombstone: the one path back, audited with its reason. The lesson stays rejected."""
@@ -172,7 +174,7 @@ class ForgetOps:
             )
             return {"tombstone_id": tombstone_id, "lifted": True, "reason": reason}
 
-        return self.store.run(tx, write=True)
+        return self.store.run(tx, write=True, tenant=principal.tenant_id)
 
     def tombstones(self, principal: Principal, *, include_lifted: bool = False) -> dict[str, Any]:
         principal.require(READ)
@@ -221,7 +223,7 @@ class ForgetOps:
             row = apply(conn, principal, before, dict(before, trust="verified"), "verify", now)
             return {"changed": True, "lesson": public(row, now)}
 
-        return self.store.run(tx, write=True)
+        return self.store.run(tx, write=True, tenant=principal.tenant_id)
 
     def reject(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
         """Reject is forget: the review decision is a tombstone, not a flag."""

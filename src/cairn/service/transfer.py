@@ -181,7 +181,7 @@ class TransferOps(LessonOps):
                 bulk.flush()
                 return outcomes
 
-            for outcome, info in self.store.run(tx, write=True):
+            for outcome, info in self.store.run(tx, write=True, tenant=principal.tenant_id):
                 if outcome == "refused":
                     refused.append(info)
                 else:
@@ -190,7 +190,9 @@ class TransferOps(LessonOps):
             if progress:
                 progress(done, total)
         if supersessions:
-            self.store.run(lambda conn: _link_supersessions(conn, principal, supersessions), write=True)
+            self.store.run(
+                lambda conn: _link_supersessions(conn, principal, supersessions), write=True, tenant=principal.tenant_id
+            )
         return {**counts, "refused": refused, "records": total}
 
     def _import_one(

@@ -1,7 +1,8 @@
 """Every piece of dialect-specific SQL lives here, so the rest of the code is one SQL layer.
 
 Migrations and the store call these helpers with the dialect name; nothing else branches on the
-database. When Postgres arrives (issue 5) its half of each helper is the only new SQL.
+database (``store/search_index.py`` holds the search indexes' SQL for both, ``store/engine.py`` the
+connection and transaction settings).
 """
 
 from __future__ import annotations
@@ -30,13 +31,20 @@ def guard_triggers(dialect: str) -> list[str]:
     elif dialect == "postgresql":
         stmts.append(
             "CREATE OR REPLACE FUNCTION cairn_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
-            "BEGIN RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP; END $$"
+            # No "%" placeholders: the DDL must pass unchanged through any driver's paramstyle.
+            "BEGIN RAISE EXCEPTION USING MESSAGE = TG_TABLE_NAME || ' is append-only: ' || TG_OP || ' refused'; END $$"
         )
         for table, ops in APPEND_ONLY.items():
             stmts.append(
                 f"CREATE TRIGGER {table}_append_only BEFORE {' OR '.join(ops)} ON {table} "
                 "FOR EACH ROW EXECUTE FUNCTION cairn_refuse_change()"
             )
+            if "DELETE" in ops:
+                # TRUNCATE removes rows without firing row triggers: refused wherever DELETE is.
+                stmts.append(
+                    f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION cairn_refuse_change()"
+                )
     else:  # pragma: no cover - guarded by engine.open_store
         raise ValueError(f"unsupported dialect {dialect}")
     return stmts
@@ -45,13 +53,39 @@ def guard_triggers(dialect: str) -> list[str]:
 def drop_guard_triggers(dialect: str) -> list[str]:
     if dialect == "sqlite":
         return [f"DROP TRIGGER IF EXISTS {table}_no_{op.lower()}" for table, ops in APPEND_ONLY.items() for op in ops]
-    return [f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}" for table in APPEND_ONLY] + [
-        "DROP FUNCTION IF EXISTS cairn_refuse_change()"
-    ]
+    return (
+        [f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}" for table in APPEND_ONLY]
+        + [
+            f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table}"
+            for table, ops in APPEND_ONLY.items()
+            if "DELETE" in ops
+        ]
+        + ["DROP FUNCTION IF EXISTS cairn_refuse_change()"]
+    )
+
+
+# Cairn's transaction-level advisory locks on Postgres are two-key locks in this namespace (an
+# arbitrary constant: "cairn" in ASCII, truncated to int4), so they never collide with another
+# application's locks in a shared database. Key 0 is the schema (migrations); a tenant's writers lock
+# hashtext(tenant_id) (a collision between two tenants only makes them queue together).
+ADVISORY_NAMESPACE = 0x6361_6972
+
+# Postgres SQLSTATEs that mean "another transaction got in the way; run the whole thing again":
+# serialization_failure, deadlock_detected, lock_not_available.
+_PG_RETRY_STATES = {"40001", "40P01", "55P03"}
 
 
 def is_lock_error(exc: BaseException) -> bool:
     """A transient contention error worth retrying the whole transaction for."""
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None)
+    if state is not None:  # psycopg: decide by the SQLSTATE, not by message text
+        if state in _PG_RETRY_STATES:
+            return True
+        # unique_violation on the audit chain's (tenant, seq): a writer that did not hold the
+        # tenant lock raced for the same link; the retry reads the new chain head.
+        diag = getattr(orig, "diag", None)
+        return state == "23505" and getattr(diag, "constraint_name", None) == "uq_audit_tenant_seq"
     text = str(exc).lower()
     return (
         "database is locked" in text

@@ -1,10 +1,23 @@
 """Opening a store: the engine, its connection settings, the schema check and transactions.
 
-SQLite runs through ``pysqlite3`` (a current SQLite with FTS5 and loadable extensions; the stdlib
-module here cannot load sqlite-vec). Connections use WAL so readers never block the writer, a long
-busy timeout, and write transactions start with ``BEGIN IMMEDIATE`` so two writers queue on the
-lock instead of deadlocking on an upgrade from a read lock (the classic source of "database is
+Two databases sit behind this one class; everything above it (the service) runs the same SQL
+layer on both.
+
+**SQLite** runs through ``pysqlite3`` (a current SQLite with FTS5 and loadable extensions; the
+stdlib module here cannot load sqlite-vec). Connections use WAL so readers never block the writer,
+a long busy timeout, and write transactions start with ``BEGIN IMMEDIATE`` so two writers queue on
+the lock instead of deadlocking on an upgrade from a read lock (the classic source of "database is
 locked" under concurrency).
+
+**Postgres** (15+, with pgvector) runs through psycopg 3. Writers are not serialized by the
+database as a whole, so a write transaction names its tenant and starts by taking a
+transaction-level advisory lock on it (``pg_advisory_xact_lock``): the tenant's writers queue
+there, and everything a write reads and increments (recurrence counts, the audit chain's next
+``seq``, the tombstone check) is read *after* the lock, under READ COMMITTED, so it sees every
+earlier writer's commit — the same guarantee ``BEGIN IMMEDIATE`` gives on SQLite, per tenant
+instead of per file. Read transactions run REPEATABLE READ, READ ONLY: one snapshot for the whole
+transaction, as a SQLite read transaction has (a read that mixed two snapshots could count a lesson
+it then cannot find), and a read path that tried to write fails loudly on both databases.
 """
 
 from __future__ import annotations
@@ -15,9 +28,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from cairn.errors import CairnError
-from cairn.store.dialect import is_lock_error
+from cairn.store.dialect import ADVISORY_NAMESPACE, is_lock_error
 from cairn.store.migrations import HEAD
 
 if TYPE_CHECKING:
@@ -25,10 +39,48 @@ if TYPE_CHECKING:
 
 BUSY_TIMEOUT_MS = 30_000
 MAX_LOCK_RETRIES = 8
+PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+# Lock 0 of the namespace is the schema's (migrations); tenants hash into the rest.
+_SCHEMA_LOCK = f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, 0)"
+_TENANT_LOCK = f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, hashtext(%(tenant)s))"
+_READ_TX = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
 def sqlite_url(home: Path) -> str:
     return f"sqlite:///{home / 'cairn.db'}"
+
+
+def normalize_url(url: str) -> str:
+    """The URL this store opens: libpq forms become SQLAlchemy's psycopg URL; SQLite is kept.
+
+    Accepted: ``postgresql://``, ``postgres://`` and ``postgresql+psycopg://`` with the usual libpq
+    parts (``user:password@host:port/db``, ``?sslmode=…``, a socket directory as ``?host=/dir``
+    or percent-encoded as the host, ``%2Frun%2Fpostgresql``), and ``sqlite:///PATH``.
+    """
+    url = url.strip()
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise CairnError("SETUP", f"not a database URL: {_redact(url)!r}; use postgresql://… or sqlite:///PATH")
+    scheme = scheme.lower()
+    if scheme == "sqlite":
+        return url
+    if scheme not in PG_SCHEMES:
+        raise CairnError(
+            "SETUP",
+            f"unsupported database URL {_redact(url)!r}; use postgresql://USER@HOST/DB "
+            "(or postgres://, postgresql+psycopg://) or sqlite:///PATH",
+        )
+    # libpq reads a host that starts with an (encoded) slash as a socket directory; SQLAlchemy
+    # would hand "%2Frun%2Fpostgresql" to libpq as a host name, so move it to ?host=.
+    netloc, slash, tail = rest.partition("/")
+    creds, at, hostport = netloc.rpartition("@")
+    if hostport.lower().startswith("%2f"):
+        host, _, port = hostport.partition(":")
+        path, q, query = tail.partition("?")
+        extra = f"host={host}" + (f"&port={port}" if port else "")
+        tail = path + "?" + (extra + "&" + query if q and query else extra)
+        netloc = creds + at
+    return f"postgresql+psycopg://{netloc}{slash}{tail}"
 
 
 class Store:
@@ -37,6 +89,7 @@ class Store:
     def __init__(self, url: str) -> None:
         from sqlalchemy import create_engine, event
 
+        url = normalize_url(url)
         self.url = url
         if url.startswith("sqlite"):
             import pysqlite3.dbapi2 as sqlite_dbapi
@@ -76,14 +129,46 @@ class Store:
                 conn.exec_driver_sql(f"BEGIN {mode}")
 
         else:
-            raise CairnError(
-                "SETUP",
-                f"unsupported database URL {_redact(url)!r}; this build supports sqlite:///PATH",
+            try:
+                import psycopg  # noqa: F401 - fail here with a clear message, not deep in SQLAlchemy
+            except ImportError as exc:  # pragma: no cover - a dependency of the package
+                raise CairnError("SETUP", "the Postgres driver is missing: pip install 'psycopg[binary]'") from exc
+            from sqlalchemy.engine import make_url
+
+            connect_args: dict[str, object] = {"application_name": "cairn", "connect_timeout": 10}
+            if "options" not in make_url(url).query:
+                # A writer waits for its tenant's lock at most as long as SQLite's busy timeout;
+                # then the lock error (55P03) sends the transaction round Store.run's retry.
+                connect_args["options"] = f"-c lock_timeout={BUSY_TIMEOUT_MS}"
+            engine = create_engine(
+                url,
+                # A team server: a few connections per process (the daemon serves several clients),
+                # checked before use so a server restart costs a reconnect, not an error.
+                pool_size=5,
+                max_overflow=10,
+                pool_timeout=30,
+                pool_pre_ping=True,
+                pool_recycle=1800,
+                connect_args=connect_args,
             )
+
+            @event.listens_for(engine, "begin")
+            def _on_begin_pg(conn: Connection) -> None:
+                # psycopg has already opened the transaction implicitly; these are its first statements.
+                if not conn.info.get("cairn_write"):
+                    conn.exec_driver_sql(_READ_TX)
+                elif conn.info.get("cairn_schema"):
+                    conn.exec_driver_sql(_SCHEMA_LOCK)
+                elif conn.info.get("cairn_tenant") is not None:
+                    conn.exec_driver_sql(_TENANT_LOCK, {"tenant": conn.info["cairn_tenant"]})
+
         self.engine: Engine = engine
         self.dialect = engine.dialect.name
         self._checked = False
         self._schema_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Store({_redact(self.url)!r})"
 
     # -- schema ---------------------------------------------------------------------------
     def ensure_schema(self) -> None:
@@ -94,42 +179,79 @@ class Store:
             if not self._checked:
                 self._check_schema()
 
-    def _check_schema(self) -> None:
+    def current_revision(self) -> str | None:
+        """The schema's alembic revision, or None for an empty database."""
         from sqlalchemy import text
 
-        with self.engine.connect() as conn:
+        with self._connection() as conn:
             try:
                 current = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
             except Exception:  # noqa: BLE001 - no table yet means a fresh store
                 current = None
             conn.rollback()
-        if current != HEAD:
+        return current
+
+    def _check_schema(self) -> None:
+        if self.current_revision() != HEAD:
             self.upgrade()
         self._checked = True
 
-    def upgrade(self) -> None:
+    def upgrade(self) -> tuple[str | None, str | None]:
+        """Run the migrations up to HEAD; returns the revisions before and after.
+
+        On Postgres the whole upgrade is one transaction (DDL is transactional there) under the
+        schema's advisory lock, so two processes starting on an old schema migrate it once.
+        """
         from alembic import command
         from alembic.config import Config
+        from alembic.migration import MigrationContext
 
         cfg = Config()
         cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-        with self.engine.connect() as conn:
+        with self._connection() as conn:
             conn.info["cairn_write"] = True
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
-            conn.commit()
+            conn.info["cairn_schema"] = True
+            with conn.begin():
+                before = MigrationContext.configure(conn).get_current_revision()
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                after = MigrationContext.configure(conn).get_current_revision()
+        self._checked = True
+        return before, after
 
     # -- transactions ---------------------------------------------------------------------
     @contextmanager
-    def connect(self, write: bool) -> Iterator[Connection]:
-        """One transaction: committed when the block ends, rolled back on any exception."""
+    def _connection(self) -> Iterator[Connection]:
+        """A pooled connection; a database that cannot be reached is a setup error, said once."""
+        from sqlalchemy.exc import InterfaceError, OperationalError
+
+        try:
+            conn = self.engine.connect()
+        except (OperationalError, InterfaceError) as exc:
+            raise CairnError(
+                "SETUP", f"cannot open the database {_redact(self.url)}: {_first_line(exc.orig or exc)}"
+            ) from None
+        # ``info`` belongs to the pooled DBAPI connection and outlives this checkout: start clean,
+        # so a connection that last ran a migration or a write does not begin the next read as one.
+        conn.info.update(cairn_write=False, cairn_tenant=None, cairn_schema=False)
+        with conn:
+            yield conn
+
+    @contextmanager
+    def connect(self, write: bool, tenant: str | None = None) -> Iterator[Connection]:
+        """One transaction: committed when the block ends, rolled back on any exception.
+
+        ``tenant`` names whose data a write changes; on Postgres its writers are serialized
+        (see the module docstring). The service always passes it (``run`` requires it).
+        """
         self.ensure_schema()
-        with self.engine.connect() as conn:
+        with self._connection() as conn:
             conn.info["cairn_write"] = write
+            conn.info["cairn_tenant"] = tenant
             with conn.begin():
                 yield conn
 
-    def run(self, fn, *, write: bool):  # type: ignore[no-untyped-def]
+    def run(self, fn, *, write: bool, tenant: str | None = None):  # type: ignore[no-untyped-def]
         """Run ``fn(conn)`` in one transaction, retrying the whole of it on lock contention.
 
         Retrying the transaction (not the statement) is what keeps concurrent recurrence counts
@@ -137,10 +259,12 @@ class Store:
         """
         from sqlalchemy.exc import IntegrityError, OperationalError
 
+        if write and tenant is None:
+            raise ValueError("a write transaction names its tenant (Store.run(..., tenant=...))")
         delay = 0.02
         for attempt in range(MAX_LOCK_RETRIES + 1):
             try:
-                with self.connect(write) as conn:
+                with self.connect(write, tenant) as conn:
                     return fn(conn)
             except (OperationalError, IntegrityError) as exc:
                 if not is_lock_error(exc) or attempt == MAX_LOCK_RETRIES:
@@ -157,11 +281,26 @@ class Store:
         self.engine.dispose()
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def redact_url(url: str) -> str:
+    """A database URL fit for output and logs: the password, wherever it was given, is ***."""
+    return _redact(url)
+
+
 def _redact(url: str) -> str:
-    """Never echo a password from a database URL."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}"
-    return url
+    """Never echo a password from a database URL (user:password@ or ?password=)."""
+    import re
+
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        creds, host = netloc.rsplit("@", 1)
+        user = unquote(creds.split(":", 1)[0])
+        netloc = f"{user}:***@{host}" if ":" in creds else f"{user}@{host}"
+    tail = re.sub(r"(?i)(password=)[^&]*", r"\1***", tail)
+    return f"{scheme}://{netloc}{slash}{tail}"

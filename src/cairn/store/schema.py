@@ -14,6 +14,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     ForeignKey,
+    Identity,
     Index,
     Integer,
     LargeBinary,
@@ -39,7 +40,7 @@ tenants = Table(
 lessons = Table(
     "lessons",
     metadata,
-    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
     Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
     Column("scope", String(300), nullable=False),
     Column("key", String(200), nullable=False),
@@ -77,7 +78,7 @@ lessons = Table(
 lesson_versions = Table(
     "lesson_versions",
     metadata,
-    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
     Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
     Column("lesson_id", IdType, nullable=False),
     Column("version", Integer, nullable=False),
@@ -126,7 +127,7 @@ sightings = Table(
 links = Table(
     "links",
     metadata,
-    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
     Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
     Column("src_id", IdType, nullable=False),
     Column("dst_id", IdType, nullable=False),
@@ -141,7 +142,7 @@ links = Table(
 tombstones = Table(
     "tombstones",
     metadata,
-    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
     Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
     Column("content_hash", String(64), nullable=False),
     Column("scope", String(300), nullable=False),
@@ -160,7 +161,7 @@ tombstones = Table(
 audit_log = Table(
     "audit_log",
     metadata,
-    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
     Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
     Column("seq", Integer, nullable=False),
     Column("at", UTCDateTime, nullable=False),
@@ -209,7 +210,7 @@ lesson_signatures = Table(
 embed_queue = Table(
     "embed_queue",
     metadata,
-    Column("lesson_id", IdType, primary_key=True),
+    Column("lesson_id", IdType, primary_key=True, autoincrement=False),
     Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
     Column("queued_at", UTCDateTime, nullable=False),
     Index("ix_embed_queue_tenant", "tenant_id", "lesson_id"),

@@ -1,45 +1,173 @@
 # ruff: noqa: S608 - table names come from vec_table() (a fixed slug), every value is a bound parameter.
-"""The search indexes' SQL: FTS5 full text and sqlite-vec vectors (Postgres: tsvector/pgvector later).
+"""The search indexes' SQL, for both databases: full text and vectors.
+
+* **SQLite**: an FTS5 table (``lesson_fts``, rowid = lesson id, BM25) and a sqlite-vec ``vec0`` table
+  per embedding model and dimension (binary-quantized, Hamming distance).
+* **Postgres**: a ``lesson_fts`` table (lesson id → weighted ``tsvector``, GIN index, ranked by
+  ``ts_rank`` with the same field weights as BM25's) and a pgvector table per model and dimension
+  (full-precision vectors, HNSW index, cosine distance). Migration 0002 says why each looks so.
 
 Both arms take the tenant and the scope list as predicates *inside* their query — the FTS arm joins
-``lessons`` with the active predicate, the vector arm filters on the vec0 partition key (tenant)
-and metadata columns (scope, trust, expiry) inside the KNN — so a result outside the caller's
-tenant or scopes is never produced, rather than produced and dropped.
+``lessons`` with the active predicate, the vector arm filters on tenant, scope, trust and expiry
+inside the KNN — so a result outside the caller's tenant or scopes is never produced, rather than
+produced and dropped. The functions here are the whole contract; the service never sees which
+database answers.
+
+Full-text queries are :class:`FtsQuery` trees built from *terms* (``fts_phrase``, ``fts_all``,
+``fts_any``), never from a user's query syntax; each database compiles the tree into its own syntax,
+quoting every term.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from cairn.store.dialect import ADVISORY_NAMESPACE
+
 NO_EXPIRY = 2**62  # vec0 metadata cannot be NULL-compared; "never expires" is far in the future.
 BM25_WEIGHTS = (2.0, 1.0, 1.5)  # key, value, tags: a key hit says more than a hit in the body
+# Postgres: ts_rank's weights for the labels {D, C, B, A}; key = A, tags = B, value = D, the same
+# ratios as BM25_WEIGHTS (C is unused).
+_PG_WEIGHTS = "{{{1:g},{1:g},{2:g},{0:g}}}".format(*(w / BM25_WEIGHTS[0] for w in BM25_WEIGHTS))
+PG_FTS_CONFIG = "cairn_fts"  # created by migration 0002: the default parser + an English stemmer, no stop words
+PG_MAX_NAME = 63  # bytes in a Postgres identifier
+HNSW_MAX_DIM = 2000  # pgvector indexes `vector` columns up to 2,000 dimensions with HNSW
+HNSW_EF_SEARCH_MAX = 1000
 
 
 def vec_table(model: str, dim: int) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")
-    return f"vec_{slug}_{dim}"
+    name = f"vec_{slug}_{dim}"
+    if len(name) > PG_MAX_NAME - 5:
+        # Postgres truncates identifiers at 63 bytes (and its indexes add "_hnsw", "_tsc"): a long model
+        # name keeps a readable prefix and a hash of the whole, so two models never share a table.
+        import hashlib
+
+        digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+        name = f"{name[: PG_MAX_NAME - 5 - 11]}_{digest}"
+    return name
 
 
-# -- full text ------------------------------------------------------------------------------
+def _pg(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+# -- full-text queries ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FtsQuery:
+    """A full-text query: a quoted phrase, or every / any of several sub-queries."""
+
+    op: str  # "phrase" | "and" | "or"
+    term: str = ""
+    parts: tuple[FtsQuery, ...] = ()
+
+
+def fts_phrase(term: str) -> FtsQuery:
+    """One term, matched literally (no operator in it is ever read as query syntax)."""
+    return FtsQuery("phrase", term=term)
+
+
+def fts_all(parts: list[FtsQuery]) -> FtsQuery:
+    return FtsQuery("and", parts=tuple(parts))
+
+
+def fts_any(parts: list[FtsQuery]) -> FtsQuery:
+    return FtsQuery("or", parts=tuple(parts))
+
+
+def _fts5(q: FtsQuery) -> str:
+    """FTS5 syntax: phrases are double-quoted strings (a quote inside doubled)."""
+    if q.op == "phrase":
+        return '"' + q.term.replace('"', '""') + '"'
+    joined = (" AND " if q.op == "and" else " OR ").join(_fts5(p) for p in q.parts)
+    return f"({joined})" if len(q.parts) > 1 else joined
+
+
+def _tsquery(q: FtsQuery) -> str | None:
+    """``to_tsquery`` syntax, or None when the query can match nothing.
+
+    A phrase is reduced to its words (the same folding the documents get, ``_fts_words``), each
+    single-quoted and joined by ``<->`` (adjacent, as an FTS5 phrase); what is left of user input
+    is letters and digits, so nothing in it can be an operator.
+    """
+    if q.op == "phrase":
+        words = _fts_words(q.term).split()
+        if not words:
+            return None
+        return "(" + " <-> ".join("'" + w.replace("'", "''") + "'" for w in words) + ")"
+    parts = [_tsquery(p) for p in q.parts]
+    if q.op == "and":
+        if not parts or any(p is None for p in parts):
+            return None
+        return "(" + " & ".join(parts) + ")"  # type: ignore[arg-type]
+    live = [p for p in parts if p is not None]
+    return "(" + " | ".join(live) + ")" if live else None
+
+
+_NON_WORD = re.compile(r"[\W_]+")
+
+
+def _fts_words(value: str) -> str:
+    """Text as the Postgres index sees it: lower case, diacritics removed, words separated by spaces.
+
+    This mirrors FTS5's ``unicode61 remove_diacritics 2`` tokenizer: every run of characters that
+    are not letters or digits separates tokens. Left to itself Postgres' parser would keep
+    ``sqlite3.OperationalError`` or ``v1.4`` as one "host"/"file" token, and a document that
+    writes the words apart would not match. Folding case here (not in the database) keeps it
+    independent of the database's collation.
+    """
+    value = value.lower()
+    if not value.isascii():
+        value = "".join(c for c in unicodedata.normalize("NFKD", value) if not unicodedata.combining(c))
+    return _NON_WORD.sub(" ", value).strip()
+
+
+# -- full text --------------------------------------------------------------------------------
 
 
 _FTS_DELETE = text("DELETE FROM lesson_fts WHERE rowid = :id")
 _FTS_INSERT = text("INSERT INTO lesson_fts(rowid, key, value, tags) VALUES (:id, :key, :value, :tags)")
+_PG_FTS_DELETE = text("DELETE FROM lesson_fts WHERE lesson_id = :id")
+_PG_FTS_INSERT = text(
+    "INSERT INTO lesson_fts(lesson_id, tenant_id, doc) VALUES (:id, :tenant, "
+    f"setweight(to_tsvector('{PG_FTS_CONFIG}', :key), 'A') || "
+    f"setweight(to_tsvector('{PG_FTS_CONFIG}', :value), 'D') || "
+    f"setweight(to_tsvector('{PG_FTS_CONFIG}', :tags), 'B'))"
+)
 
 
 def fts_put(conn: Connection, row: dict[str, Any]) -> None:
     fts_drop(conn, row["id"])
-    conn.execute(_FTS_INSERT, _fts_params(row))
+    fts_insert_many(conn, [row])
 
 
 def fts_insert_many(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Index lessons that are not in the index yet (fresh creates)."""
+    if _pg(conn):
+        params = []
+        for r in rows:
+            p = _fts_params(r)
+            params.append(
+                {
+                    "id": p["id"],
+                    "tenant": r["tenant_id"],
+                    "key": _fts_words(p["key"]),
+                    "value": _fts_words(p["value"]),
+                    "tags": _fts_words(p["tags"]),
+                }
+            )
+        conn.execute(_PG_FTS_INSERT, params)
+        return
     conn.execute(_FTS_INSERT, [_fts_params(r) for r in rows])
 
 
@@ -53,11 +181,18 @@ def _fts_params(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def fts_drop(conn: Connection, lesson_id: int) -> None:
-    conn.execute(_FTS_DELETE, {"id": lesson_id})
+    conn.execute(_PG_FTS_DELETE if _pg(conn) else _FTS_DELETE, {"id": lesson_id})
 
 
 def fts_has(conn: Connection, lesson_id: int) -> bool:
-    return conn.execute(text("SELECT 1 FROM lesson_fts WHERE rowid = :id"), {"id": lesson_id}).first() is not None
+    sql = "SELECT 1 FROM lesson_fts WHERE " + ("lesson_id" if _pg(conn) else "rowid") + " = :id"
+    return conn.execute(text(sql), {"id": lesson_id}).first() is not None
+
+
+def fts_ids(conn: Connection) -> list[int]:
+    """Every lesson id in the full-text index (all tenants), for checks and tests."""
+    sql = "SELECT lesson_id FROM lesson_fts" if _pg(conn) else "SELECT rowid FROM lesson_fts"
+    return list(conn.execute(text(sql)).scalars())
 
 
 def _scope_sql(scopes: list[str] | None, params: dict[str, Any], column: str) -> str:
@@ -79,50 +214,84 @@ def _tag_sql(tag: str | None, params: dict[str, Any], column: str) -> str:
     return f" AND {column} IN (SELECT lesson_id FROM lesson_tags WHERE tenant_id = :tenant AND tag = :tag)"
 
 
+_ACTIVE_SQL = (
+    " AND l.tenant_id = :tenant AND l.trust != 'rejected' AND l.archived_at IS NULL AND l.superseded_by IS NULL"
+    " AND (l.expires_at IS NULL OR l.expires_at > :now)"
+)
+
+
 def fts_search(
     conn: Connection,
     tenant_id: str,
-    match: str,
+    match: FtsQuery,
     scopes: list[str] | None,
     now: datetime,
     limit: int,
     trust: str | None = None,
     tag: str | None = None,
 ) -> list[tuple[int, float]]:
-    """Lesson ids and BM25 scores (higher is better) for an FTS5 MATCH expression."""
-    params: dict[str, Any] = {"match": match, "tenant": tenant_id, "now": now.replace(tzinfo=None), "limit": limit}
-    w = ", ".join(str(x) for x in BM25_WEIGHTS)
-    # CROSS JOIN fixes the join order: the MATCH drives and each hit looks its lesson up by primary key.
-    # With a plain JOIN the planner walked every lesson of the tenant (ix_lessons_tenant_archived) and
-    # evaluated the MATCH once per lesson: 0.8 s instead of 6 ms at 5,000 lessons, linear in the store.
-    sql = (
-        f"SELECT l.id, -bm25(lesson_fts, {w}) AS score FROM lesson_fts CROSS JOIN lessons l "
-        "ON l.id = lesson_fts.rowid "
-        "WHERE lesson_fts MATCH :match AND l.tenant_id = :tenant AND l.trust != 'rejected' "
-        "AND l.archived_at IS NULL AND l.superseded_by IS NULL AND (l.expires_at IS NULL OR l.expires_at > :now)"
-        + _scope_sql(scopes, params, "l.scope")
-    )
+    """Lesson ids and relevance scores (higher is better) for a full-text query, best first."""
+    params: dict[str, Any] = {"tenant": tenant_id, "now": now.replace(tzinfo=None), "limit": limit}
+    if _pg(conn):
+        tsq = _tsquery(match)
+        if tsq is None:
+            return []
+        params["match"] = tsq
+        # ts_rank (term frequency, field weights, length-normalized by log length: flag 1) is the
+        # closest Postgres has to BM25; ts_rank_cd would reward term proximity instead.
+        sql = (
+            f"SELECT l.id, ts_rank('{_PG_WEIGHTS}'::float4[], f.doc, q.q, 1) AS score "
+            f"FROM to_tsquery('{PG_FTS_CONFIG}', :match) AS q(q) "
+            "JOIN lesson_fts f ON f.doc @@ q.q JOIN lessons l ON l.id = f.lesson_id "
+            "WHERE f.tenant_id = :tenant" + _ACTIVE_SQL + _scope_sql(scopes, params, "l.scope")
+        )
+        order = " ORDER BY score DESC, l.id LIMIT :limit"
+    else:
+        params["match"] = _fts5(match)
+        w = ", ".join(str(x) for x in BM25_WEIGHTS)
+        # CROSS JOIN fixes the join order: the MATCH drives and each hit looks its lesson up by primary key.
+        # With a plain JOIN the planner walked every lesson of the tenant (ix_lessons_tenant_archived) and
+        # evaluated the MATCH once per lesson: 0.8 s instead of 6 ms at 5,000 lessons, linear in the store.
+        sql = (
+            f"SELECT l.id, -bm25(lesson_fts, {w}) AS score FROM lesson_fts CROSS JOIN lessons l "
+            "ON l.id = lesson_fts.rowid "
+            "WHERE lesson_fts MATCH :match" + _ACTIVE_SQL + _scope_sql(scopes, params, "l.scope")
+        )
+        order = " ORDER BY score DESC LIMIT :limit"
     if trust:
         sql += " AND l.trust = :trust"
         params["trust"] = trust
     sql += _tag_sql(tag, params, "l.id")
-    sql += " ORDER BY score DESC LIMIT :limit"
-    return [(r[0], float(r[1])) for r in conn.execute(text(sql), params)]
+    return [(r[0], float(r[1])) for r in conn.execute(text(sql + order), params)]
+
+
+def _match_sql(conn: Connection) -> tuple[str, str]:
+    """(id column, predicate on :m) of a term query against the full-text index."""
+    if _pg(conn):
+        return "lesson_id", f"doc @@ to_tsquery('{PG_FTS_CONFIG}', :m)"
+    return "rowid", "lesson_fts MATCH :m"
+
+
+def _term_param(conn: Connection, term: str) -> str | None:
+    q = fts_phrase(term)
+    return _tsquery(q) if _pg(conn) else _fts5(q)
 
 
 def doc_frequencies(conn: Connection, terms: list[str]) -> tuple[dict[str, int], int]:
     """Per-term document counts and the number of indexed lessons, for rarity weighting.
 
-    Counting through MATCH runs each term through the same tokenizer (and stemmer) as the
+    Counting through the index runs each term through the same tokenizer (and stemmer) as the
     index, so the weights always describe the tokens the full-text arm will actually match.
     """
     total = int(conn.execute(text("SELECT count(*) FROM lesson_fts")).scalar_one())
+    _, predicate = _match_sql(conn)
     out: dict[str, int] = {}
     for term in terms:
-        out[term] = int(
-            conn.execute(
-                text("SELECT count(*) FROM lesson_fts WHERE lesson_fts MATCH :m"), {"m": fts_phrase(term)}
-            ).scalar_one()
+        m = _term_param(conn, term)
+        out[term] = (
+            0
+            if m is None
+            else int(conn.execute(text(f"SELECT count(*) FROM lesson_fts WHERE {predicate}"), {"m": m}).scalar_one())
         )
     return out, total
 
@@ -133,44 +302,86 @@ def fts_rowids(conn: Connection, term: str) -> list[int]:
     No ranking function runs: reading a doclist costs ~0.5 µs a match against ~3 µs for ``bm25()``,
     which is what lets context weigh terms over a million lessons (``service/context.py``).
     """
-    sql = text("SELECT rowid FROM lesson_fts WHERE lesson_fts MATCH :m")
-    return list(conn.execute(sql, {"m": fts_phrase(term)}).scalars())
-
-
-def fts_phrase(term: str) -> str:
-    """Quote a term as an FTS5 string so no user input is read as query syntax."""
-    return '"' + term.replace('"', '""') + '"'
+    m = _term_param(conn, term)
+    if m is None:
+        return []
+    column, predicate = _match_sql(conn)
+    return list(conn.execute(text(f"SELECT {column} FROM lesson_fts WHERE {predicate}"), {"m": m}).scalars())
 
 
 # -- vectors ----------------------------------------------------------------------------------
 
 
 def vec_ensure(conn: Connection, model: str, dim: int) -> str:
+    """The vector table of ``model`` at ``dim``, created on first use (its name depends on the model)."""
     name = vec_table(model, dim)
+    if not _pg(conn):
+        conn.execute(
+            text(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
+                "lesson_id INTEGER PRIMARY KEY, tenant_id TEXT PARTITION KEY, scope TEXT, trust TEXT, "
+                f"expires INTEGER, embedding BIT[{dim}])"
+            )
+        )
+        return name
+    if conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None:
+        return name
+    # Writers of different tenants may both reach the first vector of a model: DDL waits on the
+    # schema lock (the migrations' too), and IF NOT EXISTS then sees the winner's table.
+    conn.execute(text(f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, 0)"))
     conn.execute(
         text(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
-            "lesson_id INTEGER PRIMARY KEY, tenant_id TEXT PARTITION KEY, scope TEXT, trust TEXT, "
-            f"expires INTEGER, embedding BIT[{dim}])"
+            f"CREATE TABLE IF NOT EXISTS {name} ("
+            "lesson_id BIGINT PRIMARY KEY, tenant_id VARCHAR(64) NOT NULL REFERENCES tenants(id), "
+            "scope VARCHAR(300) NOT NULL, trust VARCHAR(16) NOT NULL, expires BIGINT NOT NULL, "
+            f"embedding vector({dim}) NOT NULL)"
         )
     )
+    # The tenant's own rows, for the planner's exact path (a small tenant in a large table).
+    conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name}_tsc ON {name} (tenant_id, scope)"))
+    if dim <= HNSW_MAX_DIM:
+        conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name}_hnsw ON {name} USING hnsw (embedding vector_cosine_ops)"))
     return name
 
 
 def vec_tables(conn: Connection) -> list[str]:
+    if _pg(conn):
+        rows = conn.execute(
+            text(
+                "SELECT c.relname FROM pg_class c "
+                "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'embedding' AND NOT a.attisdropped "
+                "JOIN pg_type t ON t.oid = a.atttypid AND t.typname = 'vector' "
+                "WHERE c.relkind = 'r' AND c.relname LIKE 'vec\\_%' "
+                "AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) "
+                "ORDER BY c.relname"
+            )
+        )
+        return [r[0] for r in rows]
     rows = conn.execute(
         text("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%vec0%'")
     )
     return [r[0] for r in rows]
 
 
+def _vector_literal(blob: bytes) -> str:
+    """pgvector's text form of a float32 vector (each value printed exactly; pgvector reads it back
+    bit for bit)."""
+    import numpy as np
+
+    return "[" + ",".join(map(repr, np.frombuffer(blob, dtype="<f4").tolist())) + "]"
+
+
 def vec_put(conn: Connection, table: str, row: dict[str, Any], blob: bytes) -> None:
     conn.execute(text(f"DELETE FROM {table} WHERE lesson_id = :id"), {"id": row["id"]})
     expires = int(row["expires_at"].timestamp()) if row["expires_at"] else NO_EXPIRY
+    if _pg(conn):
+        embedding, emb = "CAST(:emb AS vector)", _vector_literal(blob)
+    else:
+        embedding, emb = "vec_quantize_binary(:emb)", blob  # type: ignore[assignment]
     conn.execute(
         text(
             f"INSERT INTO {table}(lesson_id, tenant_id, scope, trust, expires, embedding) "
-            "VALUES (:id, :tenant, :scope, :trust, :expires, vec_quantize_binary(:emb))"
+            f"VALUES (:id, :tenant, :scope, :trust, :expires, {embedding})"
         ),
         {
             "id": row["id"],
@@ -178,7 +389,7 @@ def vec_put(conn: Connection, table: str, row: dict[str, Any], blob: bytes) -> N
             "scope": row["scope"],
             "trust": row["trust"],
             "expires": expires,
-            "emb": blob,
+            "emb": emb,
         },
     )
 
@@ -199,16 +410,41 @@ def vec_search(
     trust: str | None = None,
     tag: str | None = None,
 ) -> list[int]:
-    """Lesson ids nearest to ``query`` by Hamming distance on the binary-quantized index."""
-    params: dict[str, Any] = {"q": query, "k": k, "tenant": tenant_id, "now": int(now.timestamp())}
-    sql = (
-        f"SELECT lesson_id FROM {table} WHERE embedding MATCH vec_quantize_binary(:q) AND k = :k "
-        "AND tenant_id = :tenant AND expires > :now" + _scope_sql(scopes, params, "scope")
-    )
+    """Lesson ids nearest to ``query``, nearest first.
+
+    SQLite: Hamming distance on the binary-quantized index. Postgres: cosine distance on the full
+    vectors through the HNSW index (or an exact scan of the tenant's rows when the planner finds
+    that cheaper).
+    """
+    params: dict[str, Any] = {"k": k, "tenant": tenant_id, "now": int(now.timestamp())}
+    filters = " AND expires > :now" + _scope_sql(scopes, params, "scope")
     if trust:
-        sql += " AND trust = :trust"
+        filters += " AND trust = :trust"
         params["trust"] = trust
-    sql += _tag_sql(tag, params, "lesson_id")  # sqlite-vec applies a rowid IN (...) inside the KNN
+    filters += _tag_sql(tag, params, "lesson_id")  # inside the KNN on both databases
+    if _pg(conn):
+        # HNSW stops after ef_search candidates; with the filters above a plain scan could return
+        # fewer than k even though more match. pgvector 0.8's iterative scan keeps walking the
+        # graph until k rows pass the filters (relaxed order: re-sorted below, and the caller
+        # re-ranks by exact cosine anyway). Both settings last until the transaction ends.
+        conn.execute(
+            text(
+                "SELECT set_config('hnsw.ef_search', :ef, true), "
+                "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+            ),
+            {"ef": str(min(HNSW_EF_SEARCH_MAX, max(40, k)))},
+        )
+        params["q"] = _vector_literal(query)
+        sql = (
+            f"WITH nearest AS MATERIALIZED (SELECT lesson_id, embedding <=> CAST(:q AS vector) AS d FROM {table} "
+            "WHERE tenant_id = :tenant" + filters + " ORDER BY d LIMIT :k) SELECT lesson_id FROM nearest ORDER BY d"
+        )
+    else:
+        params["q"] = query
+        sql = (
+            f"SELECT lesson_id FROM {table} WHERE embedding MATCH vec_quantize_binary(:q) AND k = :k "
+            "AND tenant_id = :tenant" + filters
+        )
     return [r[0] for r in conn.execute(text(sql), params)]
 
 
@@ -230,3 +466,7 @@ def vec_refresh(conn: Connection, table: str, row: dict[str, Any]) -> None:
         text(f"UPDATE {table} SET scope = :scope, trust = :trust, expires = :expires WHERE lesson_id = :id"),
         {"id": row["id"], "scope": row["scope"], "trust": row["trust"], "expires": expires},
     )
+
+
+def vec_drop_table(conn: Connection, table: str) -> None:
+    conn.exec_driver_sql(f'DROP TABLE "{table}"')

@@ -24,10 +24,30 @@ Why:
   microsecond insert in its transaction) and the next search drains the queue with the warm model
   before its vector arm runs: a CLI write does not pay the model load (~0.3 s), and a lesson is
   findable by meaning no later than the next search. ``cairn serve`` drains it in the background.
+
+On Postgres the same indexes are built from what Postgres has (``store/search_index.py`` holds the
+queries for both):
+
+* ``lesson_fts`` is a plain table, ``lesson_id`` → a ``tsvector`` with a GIN index, rather than a
+  generated column on ``lessons``. Like the FTS5 table it holds **active lessons only** and is
+  written by the same calls (``fts_put``/``fts_drop``), so "is this lesson indexed" and "which
+  lessons have this term" mean the same on both databases, and a lesson's text is not indexed
+  again by every update of its counters. It carries ``tenant_id`` as every tenant-owned table does.
+* The vector's fields are weighted as BM25 weighs the FTS5 columns: key ``A``, tags ``B``, value
+  ``D``; ``ts_rank`` reads the weights (``search_index._PG_WEIGHTS``).
+* Text search configuration ``cairn_fts``: Postgres' parser with an English Snowball stemmer and
+  *no* stop-word list (FTS5's porter tokenizer drops no words either: a query for "not found"
+  must not lose "not"). ``search_index`` folds case and diacritics and splits on every
+  non-alphanumeric character before the text reaches the parser, as ``unicode61`` does.
+* Vectors use pgvector (the ``vector`` extension, which a superuser must create once per database
+  if it is not there yet): a table per model and dimension, created on first use like ``vec0``'s,
+  holding full-precision vectors under an HNSW index (cosine). pgvector's distance code is SIMD,
+  so the binary quantization SQLite needs for speed would only cost accuracy here.
 """
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 from cairn.store.types import IdType, UTCDateTime
 
@@ -50,7 +70,8 @@ def upgrade() -> None:
     )
     op.create_table(
         "embed_queue",
-        sa.Column("lesson_id", IdType, primary_key=True),
+        # Not an identity column on Postgres: the key is the lesson's id, never generated here.
+        sa.Column("lesson_id", IdType, primary_key=True, autoincrement=False),
         sa.Column("tenant_id", sa.String(64), sa.ForeignKey("tenants.id"), nullable=False),
         sa.Column("queued_at", UTCDateTime, nullable=False),
     )
@@ -63,7 +84,10 @@ def upgrade() -> None:
         sa.Column("model", sa.String(100), nullable=False),
         sa.Column("updated_at", UTCDateTime, nullable=False),
     )
-    if op.get_bind().dialect.name == "sqlite":
+    dialect = op.get_bind().dialect.name
+    if dialect == "postgresql":
+        _postgres_search()
+    if dialect == "sqlite":
         op.execute(
             "CREATE VIRTUAL TABLE lesson_fts USING fts5("
             "key, value, tags, tokenize = 'porter unicode61 remove_diacritics 2')"
@@ -85,8 +109,68 @@ def upgrade() -> None:
     )
 
 
+def _postgres_search() -> None:
+    bind = op.get_bind()
+    if bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'vector'").first() is None:
+        # pgvector is not a trusted extension: only a superuser may create it. Say so plainly
+        # instead of failing on the first vector table.
+        try:
+            with bind.begin_nested():
+                bind.exec_driver_sql("CREATE EXTENSION vector")
+        except sa.exc.DBAPIError as exc:
+            from cairn.errors import CairnError
+
+            raise CairnError(
+                "SETUP",
+                "Cairn needs the pgvector extension in this database; as a superuser run "
+                f"CREATE EXTENSION vector; then cairn db upgrade again ({str(exc.orig).strip()})",
+            ) from None
+    op.execute("CREATE TEXT SEARCH DICTIONARY cairn_stem (TEMPLATE = snowball, Language = english)")
+    op.execute("CREATE TEXT SEARCH CONFIGURATION cairn_fts (COPY = simple)")
+    op.execute(
+        "ALTER TEXT SEARCH CONFIGURATION cairn_fts ALTER MAPPING FOR asciiword, word, numword, "
+        "asciihword, hword, numhword, hword_asciipart, hword_part, hword_numpart WITH cairn_stem"
+    )
+    op.create_table(
+        "lesson_fts",
+        sa.Column("lesson_id", IdType, primary_key=True, autoincrement=False),
+        sa.Column("tenant_id", sa.String(64), sa.ForeignKey("tenants.id"), nullable=False),
+        sa.Column("doc", postgresql.TSVECTOR, nullable=False),
+    )
+    op.create_index("ix_lesson_fts_doc", "lesson_fts", ["doc"], postgresql_using="gin")
+    # Backfill, as on SQLite, through the same function that indexes every write (the folding of
+    # text into words lives there, in Python, so it is not written twice).
+    from cairn.store import search_index as ix
+
+    last = 0
+    while True:
+        rows = [
+            dict(r)
+            for r in bind.execute(
+                sa.text(
+                    "SELECT id, tenant_id, key, value, tags FROM lessons WHERE id > :last AND trust != 'rejected' "
+                    "AND archived_at IS NULL AND superseded_by IS NULL ORDER BY id LIMIT 1000"
+                ),
+                {"last": last},
+            ).mappings()
+        ]
+        if not rows:
+            break
+        ix.fts_insert_many(bind, rows)
+        last = rows[-1]["id"]
+
+
 def downgrade() -> None:
     bind = op.get_bind()
+    if bind.dialect.name == "postgresql":
+        from cairn.store import search_index as ix
+
+        for name in ix.vec_tables(bind):
+            op.execute(f'DROP TABLE IF EXISTS "{name}"')
+        op.drop_table("lesson_fts")
+        op.execute("DROP TEXT SEARCH CONFIGURATION cairn_fts")
+        op.execute("DROP TEXT SEARCH DICTIONARY cairn_stem")
+        # The vector extension stays: a superuser created it, and other schemas may use it.
     if bind.dialect.name == "sqlite":
         vec_tables = bind.exec_driver_sql(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%vec0%'"

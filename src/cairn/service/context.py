@@ -126,8 +126,12 @@ class ContextOps:
                 "eligible": sum(eligible.values()),
                 "ladder": visible,
                 "scopes": [
-                    {"scope": s, "eligible": eligible[s], "loaded": eligible[s] - block.left_out.get(s, 0),
-                     "left_out": block.left_out.get(s, 0)}
+                    {
+                        "scope": s,
+                        "eligible": eligible[s],
+                        "loaded": eligible[s] - block.left_out.get(s, 0),
+                        "left_out": block.left_out.get(s, 0),
+                    }
                     for s in visible
                 ],  # fmt: skip
                 "terms": terms,
@@ -388,4 +392,3 @@ def _public(item: core.Item) -> dict[str, Any]:
         "bucket": item.bucket,
         "provenance": item.provenance,
     }
-

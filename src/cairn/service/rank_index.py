@@ -246,9 +246,7 @@ class RankIndex:
         ).scalar_one()
         if self.seq < 0:  # start the vector watermark at the newest vector: the full load reads them all
             newest = conn.execute(
-                select(func.max(lesson_signatures.c.embedded_at)).where(
-                    lesson_signatures.c.tenant_id == self.tenant_id
-                )
+                select(func.max(lesson_signatures.c.embedded_at)).where(lesson_signatures.c.tenant_id == self.tenant_id)
             ).scalar()
             self.embed_mark = newest.timestamp() if newest is not None else 0.0
         gen = conn.execute(select(embed_state.c.generation).where(embed_state.c.tenant_id == self.tenant_id)).scalar()

@@ -66,6 +66,10 @@ MODES = ("inproc", "warm", "cold")
 NEUTRAL_CWD = tempfile.gettempdir()  # CLI runs outside any git checkout: the flags alone name the ladder
 SETTLE_TIMEOUT_S = 600.0  # the daemon's start-up sweeps and warm-up must finish before timing
 OPS = ("context", "recall")
+AFTER_WRITE = "context_after_write"  # context right after another session's write (caches invalidated)
+REPORT_OPS = ("context", AFTER_WRITE, "recall")
+AFTER_WRITE_RUNS = 10
+
 MODE_LABELS = {"inproc": "in process", "warm": "e2e, daemon warm", "cold": "e2e, cold"}
 
 # Failure texts a tool call in this repo would print; they rotate across runs.
@@ -175,9 +179,42 @@ def inproc_child(home: Path, runs: int, cap_s: float) -> dict[str, Any]:
             item["answered"] = sum(1 for r in results if r.get("lessons"))
             item["lessons_returned"] = [len(r.get("lessons") or []) for r in results[: len(FAILURES)]]
         out[op] = item
+    if hasattr(svc, "context"):
+        times = []
+        probe = probe_address(home)
+        for i in range(min(runs, AFTER_WRITE_RUNS)):
+            svc.feedback(p, *probe, "helped")
+            t = time.perf_counter()
+            calls["context"](i)
+            times.append(time.perf_counter() - t)
+        out[AFTER_WRITE] = summary_ms(times)
     out["rss_mb"] = proc_status_mb()
     svc.store.dispose()
     return out
+
+
+def probe_address(home: Path) -> tuple[str, str]:
+    """The lesson the after-write runs give feedback to: the oldest active one outside the ladder.
+
+    Feedback is a real mutation (a version, an audit row: every cache keyed on the tenant's changes
+    must be rebuilt) that moves no ladder count and no text, so the store stays as generated apart
+    from that lesson's helped count and history.
+    """
+    import pysqlite3.dbapi2 as sqlite3
+
+    con = sqlite3.connect(f"file:{home / 'cairn.db'}?mode=ro", uri=True)
+    try:
+        marks = ", ".join("?" for _ in context_gen.LADDER_SCOPES)
+        row = con.execute(
+            f"SELECT scope, key FROM lessons WHERE scope NOT IN ({marks}) AND trust != 'rejected' "  # noqa: S608
+            "AND archived_at IS NULL AND superseded_by IS NULL AND expires_at IS NULL ORDER BY id LIMIT 1",
+            context_gen.LADDER_SCOPES,
+        ).fetchone()
+    finally:
+        con.close()
+    if row is None:
+        raise SystemExit(f"no lesson outside the ladder in {home} to give feedback to")
+    return row[0], row[1]
 
 
 def describe_context(res: Any) -> dict[str, Any]:
@@ -380,6 +417,9 @@ def _measure_warm(
                 out["context_python_m"] = run_loop(
                     [sys.executable, "-m", "cairn.cli.main"], home, "context", env, min(runs, 10)
                 )
+            if "context" in ops:
+                say(f"    warm {AFTER_WRITE.replace('_', ' ')}")
+                out[AFTER_WRITE] = after_write_loop(base, home, env, min(runs, AFTER_WRITE_RUNS))
             out["daemon_rss_mb"] = proc_status_mb(daemon.pid)
             return out
         finally:
@@ -389,6 +429,30 @@ def _measure_warm(
             except subprocess.TimeoutExpired:
                 daemon.kill()
                 daemon.wait()
+
+
+def after_write_loop(base: list[str], home: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
+    """Each run: one write through the service (another session's feedback, outside the ladder), then
+    the timed ``cairn context``: the daemon must notice the change and rebuild what it memoized."""
+    from cairn import settings
+    from cairn.core.principal import local_principal
+    from cairn.service.api import Cairn
+    from cairn.store.engine import Store, sqlite_url
+
+    svc = Cairn(Store(sqlite_url(home)), settings.load(home))
+    p = local_principal(session="bench-other-session")
+    probe = probe_address(home)
+    times: list[float] = []
+    try:
+        for i in range(runs):
+            svc.feedback(p, *probe, "helped")
+            elapsed, _, code, stdout, stderr = timed_run(command(base, home, "context", i), env)
+            if code != 0:
+                return {"error": f"exit {code}: {(stderr or stdout)[-2000:]}", "n": len(times)}
+            times.append(elapsed)
+    finally:
+        svc.store.dispose()
+    return summary_ms(times)
 
 
 def measure_cold(home: Path, runs: int, base: list[str], ops: tuple[str, ...]) -> dict[str, Any]:
@@ -461,7 +525,7 @@ def report(result: dict[str, Any], previous: dict[str, Any] | None, baseline: di
     rows = []
     for size in result["sizes"]:
         for mode in MODES:
-            for op in OPS:
+            for op in REPORT_OPS:
                 item = dig(result, "results", size, mode, op)
                 if item is None:
                     continue
@@ -474,7 +538,7 @@ def report(result: dict[str, Any], previous: dict[str, Any] | None, baseline: di
                 elif mode == "warm":
                     rss = item.get("cli_rss_mb")
                     drss = dig(result, "results", size, "warm", "daemon_rss_mb", "VmHWM")
-                    rss = f"{rss} + {drss}" if drss else rss
+                    rss = f"{rss} + {drss}" if drss and rss else rss
                 else:
                     rss = item.get("cli_rss_mb")
                 target = ""
@@ -485,7 +549,7 @@ def report(result: dict[str, Any], previous: dict[str, Any] | None, baseline: di
                     [
                         f"{int(size):,}",
                         MODE_LABELS[mode],
-                        op,
+                        op.replace("_", " "),
                         str(item["n"]),
                         f"{item['p50_ms']:,.1f}",
                         f"{item['p95_ms']:,.1f}",
@@ -525,26 +589,26 @@ def plot(result: dict[str, Any], path: Path) -> None:
     sizes = [int(s) for s in result["sizes"]]
     fig, ax = plt.subplots(figsize=(8, 5))
     styles = {"inproc": ":", "warm": "-", "cold": "--"}
-    markers = {"context": "o", "recall": "s"}
+    markers = {"context": "o", "recall": "s", AFTER_WRITE: "^"}
     colors = {
         ("inproc", "context"): "#1f77b4",
         ("warm", "context"): "#d62728",
+        ("warm", AFTER_WRITE): "#e377c2",
         ("cold", "context"): "#9467bd",
         ("inproc", "recall"): "#17becf",
         ("warm", "recall"): "#ff7f0e",
         ("cold", "recall"): "#8c564b",
     }
-    for mode in MODES:
-        for op in OPS:
-            xs, ys = [], []
-            for s in sizes:
-                v = dig(result, "results", str(s), mode, op, "p50_ms")
-                if v is not None:
-                    xs.append(s)
-                    ys.append(v)
-            if xs:
-                ax.plot(xs, ys, linestyle=styles[mode], marker=markers[op], color=colors[(mode, op)],
-                        label=f"{op}, {MODE_LABELS[mode]}")  # fmt: skip
+    for mode, op in colors:
+        xs, ys = [], []
+        for s in sizes:
+            v = dig(result, "results", str(s), mode, op, "p50_ms")
+            if v is not None:
+                xs.append(s)
+                ys.append(v)
+        if xs:
+            ax.plot(xs, ys, linestyle=styles[mode], marker=markers[op], color=colors[(mode, op)],
+                    label=f"{op.replace('_', ' ')}, {MODE_LABELS[mode]}")  # fmt: skip
     for size, goal in TARGETS_MS.items():
         ax.plot([size / 2.2, size * 2.2], [goal, goal], color="green", linewidth=2.5, alpha=0.7)
         ax.annotate(f"target {goal:.0f} ms @ {size:,}", (size, goal), textcoords="offset points", xytext=(0, 6),

@@ -9,18 +9,23 @@ the working context repo ``acme/api``, branch ``feat/retry-backoff``, project ``
 * **in process**: a fresh Python process opens ``Cairn`` on the store and calls ``svc.context(...)`` and
   ``svc.recall(...)``: the first call of each (store open, model load) and then warm repeats, p50 / p95;
   the process's peak RSS;
-* **end to end, daemon warm**: ``cairn serve`` runs on the store (``DIR/cairn.sock``); after one warm-up,
-  each run is a whole ``cairn --home DIR context --repo ... --json`` (and ``recall --text ...``) process,
-  timed wall clock from spawn to exit, with its peak RSS (``wait4``); the daemon's RSS after the runs;
+* **end to end, daemon warm**: ``cairn serve --no-sweep`` runs on the store (without that flag: on a copy,
+  since the daemon's sweeps erase expired lessons); after one warm-up, each run is a whole
+  ``cairn --home DIR --json context --repo ...`` (and ``recall --text ...``) process, timed wall clock from
+  spawn to exit by a small spawner process, with its peak RSS (``wait4``); the daemon's RSS after the runs;
+* **context after a write** (in process and daemon warm): another session's feedback on a lesson outside
+  the ladder before each timed context, so whatever the service keeps between calls is rebuilt;
 * **end to end, cold**: the same commands with ``CAIRN_NO_DAEMON=1``: every process opens the store and
   loads the model itself.
+
+Each e2e run's JSON must say it was ``served_by`` the daemon (warm) or the process (cold).
 
 Loops are bounded: ``--runs`` / ``--e2e-runs`` repeats, but each loop stops after a time cap (at least 5 runs),
 so a slow size (1,000,000 cold) reports fewer runs instead of running for an hour. Medians, because the
 machine is shared and noisy.
 
 It also checks the context block's exactness: ``eligible`` (M, the lessons ranked) must equal a direct SQL
-count of active lessons in the ladder's scopes.
+count of active lessons in the ladder's scopes, one per key (a narrower rung shadows the same key).
 
 Prints a table, writes ``<out>/context.json`` (compared with the previous run's JSON and with
 ``bench/baseline/context.json``: delta %), draws ``<out>/context.png`` (p50 latency against store size, log
@@ -443,6 +448,7 @@ def after_write_loop(base: list[str], home: Path, env: dict[str, str], runs: int
     p = local_principal(session="bench-other-session")
     probe = probe_address(home)
     times: list[float] = []
+    served: dict[str, int] = {}
     try:
         for i in range(runs):
             svc.feedback(p, *probe, "helped")
@@ -450,9 +456,11 @@ def after_write_loop(base: list[str], home: Path, env: dict[str, str], runs: int
             if code != 0:
                 return {"error": f"exit {code}: {(stderr or stdout)[-2000:]}", "n": len(times)}
             times.append(elapsed)
+            by = (json.loads(stdout).get("data") or {}).get("served_by", "?")
+            served[by] = served.get(by, 0) + 1
     finally:
         svc.store.dispose()
-    return summary_ms(times)
+    return {**summary_ms(times), "served_by": served}
 
 
 def measure_cold(home: Path, runs: int, base: list[str], ops: tuple[str, ...]) -> dict[str, Any]:
@@ -542,9 +550,14 @@ def report(result: dict[str, Any], previous: dict[str, Any] | None, baseline: di
                 else:
                     rss = item.get("cli_rss_mb")
                 target = ""
+                expected = {"warm": "daemon", "cold": "process"}.get(mode)
+                if expected and set(item.get("served_by") or {expected: 1}) != {expected}:
+                    target = f"NOT ALL {expected.upper()}: {item['served_by']}"
                 goal = TARGETS_MS.get(int(size))
                 if goal and mode == "warm" and op == "context":
-                    target = f"{'ok' if item['p50_ms'] < goal else 'MISSED'} < {goal:.0f}"
+                    target = (
+                        target + " " if target else ""
+                    ) + f"{'ok' if item['p50_ms'] < goal else 'MISSED'} < {goal:.0f}"
                 rows.append(
                     [
                         f"{int(size):,}",

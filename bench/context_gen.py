@@ -8,30 +8,35 @@ both). The mix, for one tenant (``local``):
 
 * scopes: ``global``, 20 repos ``repo::acme/<name>``, branches ``branch::acme/<repo>::<branch>`` for some,
   ``project::<name>``. The measured ladder (repo ``acme/api``, branch ``feat/retry-backoff``, project
-  ``api``, plus ``global``) holds ~37% of the store, so "the whole ladder ranked" is a large set;
+  ``api``, plus ``global``) holds ~38% of the store, so "the whole ladder ranked" is a large set;
 * ~15% bot-loop bookkeeping: key namespace ``loop::``, a tag ``loop::<bucket>`` (``loop::aw-lessons``,
   ``loop::reviewer-lessons``, ...), written by agents, recurring a lot;
 * near-duplicates (an earlier lesson's text with a small edit, under another key), ~10%;
 * ~40% candidates, the rest verified (a few rejected, with their tombstones); recurrences (``seen_count``
   1-20, skewed low); helped / not-helped feedback on ~20%; ``updated_at`` spread over a year, skewed
-  recent; ~3% expired, ~3% expiring later, ~4% archived, ~1% superseded (with a ``supersedes`` link);
+  recent; ~3% expired, ~3% expiring later, ~4% archived, ~0.6% superseded (with a ``supersedes`` link);
+* keys are new to the store except where meant: ~4% of repo and branch lessons reuse a key of their
+  ladder's broader rung (and so shadow that lesson, as ladder precedence intends);
 * text from the real eval lessons (``evals/data/lessons.jsonl``), the eval distractor generator
   (``evals/distractors.py``), and templated API / bot-loop notes, varied per lesson (context sentences,
   incident numbers, small edits, a second sentence), 40-600 characters, every value distinct.
 
-Loading goes through the service's lossless import (``Cairn.import_lines`` with exported-format
-``lesson`` records): lesson rows, full version histories, tags, tombstones, links, the hash-chained
-audit and the full-text index are written by the service itself, in its batches.
+Loading: up to ``SERVICE_LOADER_MAX`` lessons through the service's lossless import
+(``Cairn.import_lines`` with exported-format ``lesson`` records: lesson rows, full version histories,
+tags, tombstones, links, the hash-chained audit and the full-text index, written by the service in
+its batches). That path runs at ~110-300 lessons/s here, so larger stores use ``bulk_replay`` /
+``bulk_drain``: the same rows through the service's own statements and functions, batched.
+``--check N`` builds N lessons both ways and compares every table; a bulk build re-runs it at
+``PRE_CHECK`` lessons first and stops on any difference.
 
 Embeddings are a deliberate shortcut. Embedding a million texts at ~70 texts/s would take four hours
 on this machine, and the vector index's cost does not depend on the vectors being exact model
-outputs. So a pool of ~4,000 distinct base texts is embedded with the real model
-(all-MiniLM-L6-v2 int8), and each lesson gets its base text's vector plus small gaussian noise,
-L2-normalized (a near-duplicate gets its original's vector plus smaller noise). They are written as
-``drain_embeddings`` writes them (``search_index.vec_put`` into the model's vec0 table, a
-``lesson_embeddings`` row with model, dimension and content hash), for active lessons only (the
-indexes hold only active lessons), and the embed queue is emptied, with ``embed_state`` set to the
-model, so no search starts by draining a million-lesson queue.
+outputs. So the ~3,900 distinct base texts are embedded with the real model (all-MiniLM-L6-v2 int8,
+cached), and each lesson gets its base text's vector plus small gaussian noise, L2-normalized (a
+near-duplicate gets its original's vector plus smaller noise). The service's own
+``drain_embeddings`` writes them (vec0 row, float vector, signature, ``embed_state``), handed them
+by ``StandInModel`` (the real model's name and dimension), so they land where real vectors would and
+no search or session start begins by draining a million-lesson queue.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ class PgDatabases:
         )
         server.create_database(PG_TEMPLATE)
         template = Store(server.url_for(PG_TEMPLATE))
-        template.ensure_schema()
+        template.upgrade()  # Postgres is migrated on purpose, by the owner (`cairn db upgrade`)
         template.dispose()  # a template must have no connections while it is copied
         # Dropping waits for the test's server processes to exit (Postgres polls every 100 ms), so
         # it happens on a thread of its own, behind the next tests.

@@ -6,6 +6,8 @@ nothing" is checked against the store itself, not against what the service choos
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,16 +28,46 @@ def tables(store: Store) -> list[str]:
     return sorted(inspect(store.engine).get_table_names())
 
 
+_SUPER: dict[str, Any] = {}
+
+
+@contextmanager
+def raw(store: Store, write: bool = False) -> Iterator[Any]:
+    """A connection that sees every row, for checking what the store holds (not how it is served).
+
+    On Postgres requests run as the application role under row-level security, which shows a
+    connection without a tenant nothing; inspection runs as the test server's superuser instead
+    (superusers bypass row security; the guard triggers still fire for them). On SQLite it is an
+    ordinary transaction. One transaction, committed when ``write`` and the block succeed.
+    """
+    if store.dialect == "sqlite":
+        with store.connect(write=write, tenant="local" if write else None) as conn:
+            yield conn
+        return
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    engine = _SUPER.get(store.url)
+    if engine is None:
+        from sqlalchemy.pool import NullPool
+
+        engine = _SUPER[store.url] = create_engine(
+            make_url(store.url).set(username="postgres", password=None), poolclass=NullPool
+        )
+    with engine.begin() as conn:
+        yield conn
+
+
 def counts(store: Store) -> dict[str, int]:
     """Row count of every table in the database (including ones this suite does not know)."""
-    with store.connect(write=False) as conn:
+    with raw(store) as conn:
         return {t: conn.execute(text(f'SELECT COUNT(*) FROM "{t}"')).scalar_one() for t in tables(store)}
 
 
 def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, sorted: equal snapshots mean nothing at all changed."""
     out: dict[str, list[tuple[Any, ...]]] = {}
-    with store.connect(write=False) as conn:
+    with raw(store) as conn:
         for t in tables(store):
             rows = conn.execute(text(f'SELECT * FROM "{t}"')).all()
             out[t] = sorted((tuple(r) for r in rows), key=repr)
@@ -43,7 +75,7 @@ def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def rows(store: Store, sql: str, **params: Any) -> list[dict[str, Any]]:
-    with store.connect(write=False) as conn:
+    with raw(store) as conn:
         return [dict(r) for r in conn.execute(text(sql), params).mappings()]
 
 

@@ -574,7 +574,7 @@ def _bootstrap(server: PgServer) -> None:
             raise PostgresUnavailable(f"{server.server_version} at {server.bin_dir} has no pgvector extension")
         setup = [
             "SHOW server_version",
-            f'CREATE ROLE "{APP_USER}" LOGIN',
+            f'CREATE ROLE "{APP_USER}" LOGIN CREATEROLE',
             f'CREATE DATABASE "{APP_DB}" OWNER "{APP_USER}"',
         ]
         version, _, _ = _admin_sql(server, "postgres", setup)

@@ -108,9 +108,7 @@ def test_the_daemon_answers_only_for_the_database_it_serves(cli: Cli, cairn_home
         local = cli.ok(*args)
         assert local["served_by"] == "process" and local["eligible"] == 0
         # The environment names the database as well as the flag does.
-        via_env = json.loads(
-            run_cli(cairn_home, "--json", *args, env={"CAIRN_DATABASE_URL": pg_url}).stdout
-        )["data"]
+        via_env = json.loads(run_cli(cairn_home, "--json", *args, env={"CAIRN_DATABASE_URL": pg_url}).stdout)["data"]
         assert via_env["served_by"] == "daemon"
     finally:
         code, _, err = stop_daemon(daemon)
@@ -130,4 +128,3 @@ def _no_daemon_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CAIRN_DATABASE_URL", raising=False)
     monkeypatch.delenv("CAIRN_NO_DAEMON", raising=False)
     monkeypatch.setenv("CAIRN_EMBED_MODEL", "hash-test-64")
-

@@ -20,6 +20,7 @@ from cairn.core.timeparse import FAKE_NOW_ENV
 from cairn.errors import CairnError
 from cairn.service.api import Cairn
 from cairn.store import search_index as ix
+from tests.contract import raw
 from tests.search.util import (
     ME,
     MODES,
@@ -252,7 +253,7 @@ SECRET = f"The {MARKER} deploy token lives in the vault under ops/{MARKER}; neve
 
 
 def _index_state(svc: Cairn, lid: int) -> dict[str, Any]:
-    with svc.store.connect(write=False) as conn:
+    with raw(svc.store) as conn:
         tables = ix.vec_tables(conn)
         return {
             "fts_row": int(ix.fts_has(conn, lid)),
@@ -334,13 +335,13 @@ def test_purged_text_leaves_no_bytes_in_fts_shadow_tables(fresh: Cairn) -> None:
     _write_and_embed(fresh)
     fresh.archive(ME, "global", "deploy-token")
     fresh.purge(ME, archived=True, older_than=timedelta(0))
-    with fresh.store.connect(write=False) as conn:
+    with raw(fresh.store) as conn:
         shadow = [r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE name LIKE 'lesson_fts_%'"))]
         for table in shadow:
             for row in conn.execute(text(f"SELECT * FROM {table}")):
                 for cell in row:
-                    raw = cell if isinstance(cell, bytes) else str(cell).encode()
-                    assert MARKER.encode() not in raw, table
+                    data = cell if isinstance(cell, bytes) else str(cell).encode()
+                    assert MARKER.encode() not in data, table
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from cairn.core.principal import LOCAL_TENANT, Principal
 from cairn.search.embed import ENV_MODEL
 from cairn.service.api import Cairn
 from cairn.store.engine import Store
+from tests.contract import raw
 
 MODES = ("fts", "vector", "hybrid")
 ENV_CLEARED = (ENV_MODEL, "CAIRN_FAKE_NOW", "CAIRN_SESSION", "CAIRN_PROMOTION_THRESHOLD")
@@ -66,7 +67,7 @@ def recalled(result: dict[str, Any]) -> list[str]:
 
 
 def sql(svc: Cairn, query: str, **params: Any) -> list[tuple[Any, ...]]:
-    with svc.store.connect(write=False) as conn:
+    with raw(svc.store) as conn:
         return [tuple(r) for r in conn.execute(text(query), params)]
 
 

@@ -12,7 +12,7 @@ from cairn.core.principal import Principal
 from cairn.service.api import Cairn
 from cairn.store.dialect import drop_guard_triggers, guard_triggers
 from tests.conftest import human, session
-from tests.contract import at, audit_rows, refused, rows
+from tests.contract import at, audit_rows, raw, refused, rows
 
 S = "repo::acme/widget"
 
@@ -128,7 +128,7 @@ def test_verify_ok_on_an_untouched_chain(svc: Cairn, me, store) -> None:
 
 def _tamper(store, sql: str) -> None:
     """What an attacker with database access does: drop the guard, edit, put the guard back."""
-    with store.connect(write=True) as conn:
+    with raw(store, write=True) as conn:
         for stmt in drop_guard_triggers(store.dialect):
             conn.exec_driver_sql(stmt)
         conn.execute(text(sql))
@@ -152,7 +152,7 @@ def test_verify_detects_an_edited_actor(five: Cairn, me, store) -> None:
     assert out["checked"] == 2
     assert "edited" in out["problem"]
     # The guard is back: the database still refuses edits.
-    with pytest.raises(Exception, match="append-only"), store.connect(write=True) as conn:
+    with pytest.raises(Exception, match="append-only"), raw(store, write=True) as conn:
         conn.execute(text("UPDATE audit_log SET actor = 'x' WHERE seq = 1"))
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from cairn.core.principal import Principal
 from cairn.service.api import Cairn
 from cairn.settings import Settings
-from tests.contract import audit_rows, refused, rows, snapshot
+from tests.contract import audit_rows, raw, refused, rows, snapshot
 
 S = "repo::acme/widget"
 SECRET = "The staging password is hunter2, rotate it monthly."
@@ -176,7 +176,7 @@ def test_archived_sweep_erases_forgotten_lessons_past_retention_and_keeps_the_to
     assert svc.purge(me, archived=True)["purged"] == 0  # inside the 30-day retention
     monkeypatch.setenv("CAIRN_FAKE_NOW", "2026-02-15T00:00:00Z")
     assert svc.purge(me, archived=True)["purged"] == 1
-    with store.connect(False) as conn:
+    with raw(store) as conn:
         assert conn.execute(text("SELECT count(*) FROM lesson_versions WHERE value LIKE '%hunter2%'")).scalar() == 0
         assert conn.execute(text("SELECT count(*) FROM lessons WHERE value LIKE '%hunter2%'")).scalar() == 0
     import pytest

@@ -7,7 +7,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from cairn.service.api import Cairn
-from tests.contract import rows, snapshot
+from tests.contract import raw, rows, snapshot
 
 S = "repo::acme/widget"
 
@@ -33,9 +33,13 @@ def filled(svc: Cairn, me) -> Cairn:
     ],
 )
 def test_the_database_refuses_rewriting_history(filled: Cairn, store, sql: str) -> None:
+    """Refused to a superuser by the triggers, and on Postgres to the application role by its grants."""
     before = snapshot(store)
-    with pytest.raises(DBAPIError, match="append-only"), store.connect(write=True) as conn:
+    with pytest.raises(DBAPIError, match="append-only"), raw(store, write=True) as conn:
         conn.execute(text(sql))
+    if store.dialect == "postgresql":
+        with pytest.raises(DBAPIError, match="permission denied|append-only"), store.connect(True, "local") as conn:
+            conn.execute(text(sql))
     assert snapshot(store) == before
 
 
@@ -61,7 +65,9 @@ def test_truncating_the_audit_log_is_refused(filled: Cairn, store) -> None:
     if store.dialect == "sqlite":
         pytest.skip("SQLite has no TRUNCATE; DELETE is refused above")
     before = snapshot(store)
-    with pytest.raises(DBAPIError, match="append-only"), store.connect(write=True) as conn:
+    with pytest.raises(DBAPIError, match="append-only"), raw(store, write=True) as conn:
+        conn.execute(text("TRUNCATE audit_log"))
+    with pytest.raises(DBAPIError, match="permission denied"), store.connect(True, "local") as conn:
         conn.execute(text("TRUNCATE audit_log"))
     assert snapshot(store) == before
 
@@ -72,7 +78,7 @@ def test_audit_seq_is_unique_per_tenant(filled: Cairn, store) -> None:
     dup = {k: v for k, v in last.items() if k != "id"}
     cols = ", ".join(dup)
     params = ", ".join(f":{k}" for k in dup)
-    with pytest.raises(DBAPIError, match="(?i)unique"), store.connect(write=True) as conn:
+    with pytest.raises(DBAPIError, match="(?i)unique"), raw(store, write=True) as conn:
         conn.execute(text(f"INSERT INTO audit_log ({cols}) VALUES ({params})"), dup)
 
 
@@ -81,5 +87,5 @@ def test_an_address_is_unique_per_tenant(filled: Cairn, store) -> None:
     dup = {k: v for k, v in row.items() if k != "id"}
     cols = ", ".join(f'"{k}"' for k in dup)
     params = ", ".join(f":{k}" for k in dup)
-    with pytest.raises(DBAPIError, match="(?i)unique"), store.connect(write=True) as conn:
+    with pytest.raises(DBAPIError, match="(?i)unique"), raw(store, write=True) as conn:
         conn.execute(text(f"INSERT INTO lessons ({cols}) VALUES ({params})"), dup)

@@ -12,7 +12,7 @@ def test_one_query_tree_compiles_to_fts5_and_to_tsquery() -> None:
 
 
 def test_user_text_in_a_term_is_never_query_syntax() -> None:
-    nasty = "a'b & c | !d :* <-> (e) \"f\" \\ g"
+    nasty = 'a\'b & c | !d :* <-> (e) "f" \\ g'
     assert ix._fts5(ix.fts_phrase(nasty)) == '"' + nasty.replace('"', '""') + '"'
     assert ix._tsquery(ix.fts_phrase(nasty)) == "('a' <-> 'b' <-> 'c' <-> 'd' <-> 'e' <-> 'f' <-> 'g')"
 

@@ -27,12 +27,12 @@ def test_a_write_transaction_names_its_tenant(store: Store) -> None:
 
 def test_a_read_sees_one_snapshot(store: Store, me) -> None:  # noqa: ARG001 - me creates the tenant
     """A read transaction does not see a write committed while it runs (both databases)."""
-    with store.connect(write=False) as reader:
+    with store.connect(write=False, tenant="other") as reader:
         before = reader.execute(text("SELECT count(*) FROM tenants")).scalar_one()
         with store.connect(write=True, tenant="other") as writer:
             writer.execute(text("INSERT INTO tenants(id, name, created_at) VALUES ('other', 'o', '2025-01-01')"))
         assert reader.execute(text("SELECT count(*) FROM tenants")).scalar_one() == before
-    with store.connect(write=False) as later:
+    with store.connect(write=False, tenant="other") as later:
         assert later.execute(text("SELECT count(*) FROM tenants")).scalar_one() == before + 1
 
 

@@ -15,7 +15,9 @@ from cairn.core.scope import scope_matches
 from cairn.errors import CairnError
 
 READ, WRITE, ADMIN = "read", "write", "admin"
+LEVELS = (READ, WRITE, ADMIN)  # cumulative: a write token may read, an admin token may write
 LOCAL_TENANT = "local"
+LOCAL_USER = "local"  # the account of whoever runs Cairn with the database's own credentials
 MAX_TENANT_CHARS = 64
 MAX_SESSION_CHARS = 200
 
@@ -28,6 +30,8 @@ class Principal:
     permissions: frozenset[str] = field(default_factory=lambda: frozenset({READ, WRITE, ADMIN}))
     scope_patterns: tuple[str, ...] = ()  # empty: every scope of the tenant
     human: bool = False  # a person is acting (dashboard, --by-human): writes start verified
+    user_id: str | None = None  # the account (users.id); None only for principals built in tests
+    token_id: int | None = None  # the token the request presented; None: database credentials
 
     def __post_init__(self) -> None:
         # The store keeps a tenant id in 64 characters and a session id in 200 (sightings count
@@ -43,6 +47,12 @@ class Principal:
             if value is not None and "\x00" in value:
                 raise CairnError("INVALID_INPUT", f"{name} contains a NUL character")
 
+    def with_tenant(self, tenant_id: str, permissions: frozenset[str]) -> Principal:
+        """The same caller acting in another tenant (an org), with that tenant's permissions."""
+        from dataclasses import replace
+
+        return replace(self, tenant_id=tenant_id, permissions=permissions)
+
     def can_see(self, scope: str) -> bool:
         return not self.scope_patterns or any(scope_matches(scope, p) for p in self.scope_patterns)
 
@@ -55,6 +65,16 @@ class Principal:
             raise CairnError("FORBIDDEN", f"this principal lacks the {permission!r} permission")
         if scope is not None and not self.can_see(scope):
             raise CairnError("FORBIDDEN", f"scope {scope!r} is outside this principal's scopes")
+
+    @property
+    def db_vars(self) -> dict[str, str | None]:
+        """What a transaction tells the database about its caller (row-level security reads it)."""
+        return {"tenant": self.tenant_id, "user": self.user_id, "actor": self.actor}
+
+    @property
+    def level(self) -> str:
+        """The highest permission held: read < write < admin."""
+        return max(self.permissions, key=LEVELS.index, default=READ)
 
     def require_account_wide(self, what: str) -> None:
         """Purge and export-of-everything act on the whole tenant: refused to scope-limited callers."""
@@ -75,6 +95,7 @@ def local_principal(session: str | None = None, human: bool = False, actor: str 
         actor=actor,
         session=session or os.environ.get("CAIRN_SESSION") or None,
         human=human,
+        user_id=LOCAL_USER,
     )
 
 

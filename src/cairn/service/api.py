@@ -47,6 +47,6 @@ class Cairn(ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, 
                 )
 
         # Read first: the common case must not take the write lock on every command.
-        if not self.store.run(exists, write=False):
-            self.store.run(create, write=True, tenant=principal.tenant_id)
+        if not self.store.run(exists, write=False, **principal.db_vars):
+            self.store.run(create, write=True, **principal.db_vars)
         self._tenants_seen.add(principal.tenant_id)

@@ -141,7 +141,7 @@ class ContextOps:
                 "lessons": [_public(i) for i in block.chosen],
             }
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
     def _query_vector(self, text: str) -> bytes | None:
         """The task's embedding (cached: every session start on a branch asks for the same one)."""

@@ -68,7 +68,7 @@ class GraphOps:
             )
             return {"changed": True, "rel": rel}
 
-        return self.store.run(tx, write=True, tenant=principal.tenant_id)
+        return self.store.run(tx, write=True, **principal.db_vars)
 
     def neighborhood(
         self, principal: Principal, scope: str, key: str, *, depth: int = 1, budget: int = 2000
@@ -148,4 +148,4 @@ class GraphOps:
                 "omitted": omitted,
             }
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)

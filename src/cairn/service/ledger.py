@@ -48,8 +48,8 @@ class LedgerOps:
             rows = visible_rows(conn, principal, q.order_by(audit_log.c.seq.desc()), limit, unscoped_ok=True)
             return {"entries": [audit.public(r) for r in reversed(rows)]}
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
     def audit_verify(self, principal: Principal) -> dict[str, Any]:
         principal.require(ADMIN)
-        return self.store.run(lambda conn: audit.verify(conn, principal.tenant_id), write=False)
+        return self.store.run(lambda conn: audit.verify(conn, principal.tenant_id), write=False, **principal.db_vars)

@@ -163,7 +163,7 @@ class LessonOps:
         principal.require(WRITE)
         inp = make_write(principal, scope, key, value, **options)
         principal.require(WRITE, inp.scope)
-        return self.store.run(lambda conn: self._write_tx(conn, principal, inp), write=True, tenant=principal.tenant_id)
+        return self.store.run(lambda conn: self._write_tx(conn, principal, inp), write=True, **principal.db_vars)
 
     def _write_tx(
         self, conn: Connection, principal: Principal, inp: WriteInput, *, import_mode: bool = False
@@ -391,7 +391,7 @@ class LessonOps:
             assert chosen is not None
             return {"lesson": _version_public(chosen, row, now), "version": chosen["version"]}
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
     def list(
         self,
@@ -444,7 +444,7 @@ class LessonOps:
                 "truncated": len(visible) > limit,
             }
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
     def history(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         scope, key = validate_scope(scope), normalize_key(key)
@@ -475,7 +475,7 @@ class LessonOps:
                 )
             return {"scope": scope, "key": key, "status": status(row, now), "versions": out}
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
     def diff(self, principal: Principal, scope: str, key: str, v1: int, v2: int) -> dict[str, Any]:
         scope, key = validate_scope(scope), normalize_key(key)
@@ -503,7 +503,7 @@ class LessonOps:
                 "fields": fields,
             }
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
     def _versions(self, conn: Connection, principal: Principal, lesson_id: int) -> list[dict[str, Any]]:
         rows = (

@@ -32,7 +32,7 @@ class LifecycleOps(LessonOps):
                 raise CairnError("NOT_FOUND", f"no lesson at {scope} {key}", {"scope": scope, "key": key})
             return fn(conn, before, now)
 
-        return self.store.run(tx, write=True, tenant=principal.tenant_id)
+        return self.store.run(tx, write=True, **principal.db_vars)
 
     def archive(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         """Soft removal: hidden from reads, address kept, reversible with restore."""
@@ -177,4 +177,4 @@ class LifecycleOps(LessonOps):
             result["superseded_status"] = status(dict(target, superseded_by=new_row["id"]), now)
             return result
 
-        return self.store.run(tx, write=True, tenant=principal.tenant_id)
+        return self.store.run(tx, write=True, **principal.db_vars)

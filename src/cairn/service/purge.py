@@ -84,7 +84,7 @@ class PurgeOps:
                 "lessons": [{"scope": t["scope"], "key": t["key"]} for t in targets],
             }
 
-        return self.store.run(tx, write=True, tenant=principal.tenant_id)
+        return self.store.run(tx, write=True, **principal.db_vars)
 
 
 def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:

@@ -101,16 +101,16 @@ class SearchOps:
 
         # Read first: a search with nothing to embed must not take the write lock (WAL readers never
         # wait for a writer; a write probe on every search made them queue behind imports).
-        state, pending = self.store.run(probe, write=False)
+        state, pending = self.store.run(probe, write=False, **principal.db_vars)
         if state != indexing.configured_model():
-            self.store.run(lambda c: _follow_model(c, principal.tenant_id), write=True, tenant=principal.tenant_id)
-            state, pending = self.store.run(probe, write=False)
+            self.store.run(lambda c: _follow_model(c, principal.tenant_id), write=True, **principal.db_vars)
+            state, pending = self.store.run(probe, write=False, **principal.db_vars)
         if not pending:
             return 0
         embedder = get_embedder()
         done = 0
         while True:
-            batch = self.store.run(lambda c: _queued(c, principal.tenant_id, DRAIN_BATCH), write=False)
+            batch = self.store.run(lambda c: _queued(c, principal.tenant_id, DRAIN_BATCH), write=False, **principal.db_vars)
             if not batch:
                 return done
             vectors = embedder.embed([_embed_text(r) for r in batch])
@@ -172,7 +172,7 @@ class SearchOps:
                     )
                 return wrote
 
-            done += self.store.run(write, write=True, tenant=principal.tenant_id)
+            done += self.store.run(write, write=True, **principal.db_vars)
             if progress:
                 progress(done, pending)
 
@@ -203,7 +203,7 @@ class SearchOps:
                     ix.vec_drop_table(conn, table)
             return len(ids)
 
-        count = self.store.run(rebuild, write=True, tenant=principal.tenant_id)
+        count = self.store.run(rebuild, write=True, **principal.db_vars)
         embedded = self.drain_embeddings(principal, progress)
         return {"indexed": count, "embedded": embedded, "model": embedder.name, "dim": embedder.dim}
 
@@ -371,7 +371,7 @@ class SearchOps:
                 out.append(hit)
             return out
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
 
 def _follow_model(conn: Connection, tenant_id: str) -> None:

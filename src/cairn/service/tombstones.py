@@ -131,7 +131,7 @@ class ForgetOps:
             )
             return {"tombstone_id": tomb_id, "already": False, "scope": scope, "key": key, "reason": reason}
 
-        return self.store.run(tx, write=True, tenant=principal.tenant_id)
+        return self.store.run(tx, write=True, **principal.db_vars)
 
     def unforget(self, principal: Principal, tombstone_id: int, reason: str) -> dict[str, Any]:
         """Lift a tombstone: the one path back, audited with its reason. The lesson stays rejected."""
@@ -174,7 +174,7 @@ class ForgetOps:
             )
             return {"tombstone_id": tombstone_id, "lifted": True, "reason": reason}
 
-        return self.store.run(tx, write=True, tenant=principal.tenant_id)
+        return self.store.run(tx, write=True, **principal.db_vars)
 
     def tombstones(self, principal: Principal, *, include_lifted: bool = False) -> dict[str, Any]:
         principal.require(READ)
@@ -186,7 +186,7 @@ class ForgetOps:
             rows = conn.execute(q.order_by(tombstones.c.id)).mappings().all()
             return {"tombstones": [tombstone_public(dict(r)) for r in rows if principal.can_see(r["scope"])]}
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
     # -- review -------------------------------------------------------------------------------
     def review_queue(self, principal: Principal, *, scope: str | None = None, limit: int = 100) -> dict[str, Any]:
@@ -206,7 +206,7 @@ class ForgetOps:
             rows = visible_rows(conn, principal, q.order_by(lessons.c.created_at, lessons.c.id), limit)
             return {"candidates": [public(r, now) for r in rows]}
 
-        return self.store.run(tx, write=False)
+        return self.store.run(tx, write=False, **principal.db_vars)
 
     def verify(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         """A person vouches for a candidate."""
@@ -223,7 +223,7 @@ class ForgetOps:
             row = apply(conn, principal, before, dict(before, trust="verified"), "verify", now)
             return {"changed": True, "lesson": public(row, now)}
 
-        return self.store.run(tx, write=True, tenant=principal.tenant_id)
+        return self.store.run(tx, write=True, **principal.db_vars)
 
     def reject(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
         """Reject is forget: the review decision is a tombstone, not a flag."""

@@ -135,7 +135,7 @@ class TransferOps(LessonOps):
                     )
                 )
 
-        self.store.run(tx, write=False)
+        self.store.run(tx, write=False, **principal.db_vars)
         return iter(lines)
 
     # -- import -------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ class TransferOps(LessonOps):
                 bulk.flush()
                 return outcomes
 
-            for outcome, info in self.store.run(tx, write=True, tenant=principal.tenant_id):
+            for outcome, info in self.store.run(tx, write=True, **principal.db_vars):
                 if outcome == "refused":
                     refused.append(info)
                 else:

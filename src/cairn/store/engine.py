@@ -33,6 +33,7 @@ from urllib.parse import unquote
 from cairn.errors import CairnError
 from cairn.store.dialect import ADVISORY_NAMESPACE, is_lock_error
 from cairn.store.migrations import HEAD
+from cairn.store.rls import APP_ROLE
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -42,7 +43,11 @@ MAX_LOCK_RETRIES = 8
 PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 # Lock 0 of the namespace is the schema's (migrations); tenants hash into the rest.
 _SCHEMA_LOCK = f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, 0)"
-_TENANT_LOCK = f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, hashtext(%(tenant)s))"
+_TENANT_LOCK_EXPR = f"pg_advisory_xact_lock({ADVISORY_NAMESPACE}, hashtext(%(tenant)s))"
+_VARS = ("tenant", "user", "actor", "token", "invite")
+_SET_CALLER = f"SELECT set_config('role', '{APP_ROLE}', true), " + ", ".join(
+    f"set_config('cairn.{name}', %({name})s, true)" for name in _VARS
+)
 _READ_TX = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
@@ -155,12 +160,22 @@ class Store:
             @event.listens_for(engine, "begin")
             def _on_begin_pg(conn: Connection) -> None:
                 # psycopg has already opened the transaction implicitly; these are its first statements.
-                if not conn.info.get("cairn_write"):
+                info = conn.info
+                if info.get("cairn_schema"):  # migrations and the schema check: the URL's own user
+                    if info.get("cairn_write"):
+                        conn.exec_driver_sql(_SCHEMA_LOCK)
+                    return
+                if not info.get("cairn_write"):
                     conn.exec_driver_sql(_READ_TX)
-                elif conn.info.get("cairn_schema"):
-                    conn.exec_driver_sql(_SCHEMA_LOCK)
-                elif conn.info.get("cairn_tenant") is not None:
-                    conn.exec_driver_sql(_TENANT_LOCK, {"tenant": conn.info["cairn_tenant"]})
+                # Every request runs as the application role with its caller set for this
+                # transaction only (store/rls.py says why); a write also queues on its tenant.
+                params = {name: value or "" for name, value in (info.get("cairn_vars") or {}).items()}
+                for name in _VARS:
+                    params.setdefault(name, "")
+                sql = _SET_CALLER
+                if info.get("cairn_write") and params["tenant"]:
+                    sql += ", " + _TENANT_LOCK_EXPR
+                conn.exec_driver_sql(sql, params)
 
         self.engine: Engine = engine
         self.dialect = engine.dialect.name
@@ -184,6 +199,7 @@ class Store:
         from sqlalchemy import text
 
         with self._connection() as conn:
+            conn.info["cairn_schema"] = True
             try:
                 current = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
             except Exception:  # noqa: BLE001 - no table yet means a fresh store
@@ -192,7 +208,17 @@ class Store:
         return current
 
     def _check_schema(self) -> None:
-        if self.current_revision() != HEAD:
+        current = self.current_revision()
+        if current != HEAD:
+            if self.dialect != "sqlite":
+                # Requests run as the application role, which may not change the schema; the owner
+                # migrates, once, on purpose. (SQLite is one user's file: it upgrades itself.)
+                state = f"is at revision {current}" if current else "has no Cairn schema yet"
+                raise CairnError(
+                    "SETUP",
+                    f"the database {_redact(self.url)} {state}; this Cairn needs {HEAD}. "
+                    "Run `cairn db upgrade` with the database owner's credentials",
+                )
             self.upgrade()
         self._checked = True
 
@@ -213,9 +239,23 @@ class Store:
             conn.info["cairn_schema"] = True
             with conn.begin():
                 before = MigrationContext.configure(conn).get_current_revision()
+                pg = self.dialect == "postgresql"
+                if pg:
+                    from cairn.store import rls
+
+                    rls.unforce(conn)  # backfills see every tenant; secure() forces again below
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
                 after = MigrationContext.configure(conn).get_current_revision()
+                if pg:
+                    from cairn.store import search_index as ix
+
+                    # A model no tenant uses any more leaves an empty vector table: requests cannot
+                    # see that (they see one tenant) nor drop tables, so the owner does it here.
+                    for table in ix.vec_tables(conn):
+                        if conn.exec_driver_sql(f'SELECT 1 FROM "{table}" LIMIT 1').first() is None:
+                            conn.exec_driver_sql(f'DROP TABLE "{table}"')
+                    rls.secure(conn, ix.vec_tables(conn), ADVISORY_NAMESPACE, ix.HNSW_MAX_DIM)
         self._checked = True
         return before, after
 
@@ -233,25 +273,33 @@ class Store:
             ) from None
         # ``info`` belongs to the pooled DBAPI connection and outlives this checkout: start clean,
         # so a connection that last ran a migration or a write does not begin the next read as one.
-        conn.info.update(cairn_write=False, cairn_tenant=None, cairn_schema=False)
+        conn.info.update(cairn_write=False, cairn_vars=None, cairn_schema=False)
         with conn:
             yield conn
 
     @contextmanager
-    def connect(self, write: bool, tenant: str | None = None) -> Iterator[Connection]:
+    def connect(self, write: bool, tenant: str | None = None, **caller: str | None) -> Iterator[Connection]:
         """One transaction: committed when the block ends, rolled back on any exception.
 
-        ``tenant`` names whose data a write changes; on Postgres its writers are serialized
-        (see the module docstring). The service always passes it (``run`` requires it).
+        ``tenant`` names whose data the transaction reads or changes, and ``caller`` the rest of
+        who is asking (``user``, ``actor``; ``token`` or ``invite``: the hash being presented). On
+        Postgres these become the transaction's settings that row-level security reads, and a
+        write's tenant is where its writers queue (see the module docstring). SQLite ignores them:
+        there the tenant predicate every query carries is the boundary.
         """
         self.ensure_schema()
         with self._connection() as conn:
             conn.info["cairn_write"] = write
-            conn.info["cairn_tenant"] = tenant
-            with conn.begin():
+            conn.info["cairn_vars"] = {"tenant": tenant, **caller}
+            try:
+                tx = conn.begin()
+            except Exception as exc:
+                _raise_role_error(exc, self.url)
+                raise
+            with tx:
                 yield conn
 
-    def run(self, fn, *, write: bool, tenant: str | None = None):  # type: ignore[no-untyped-def]
+    def run(self, fn, *, write: bool, tenant: str | None = None, **caller: str | None):  # type: ignore[no-untyped-def]
         """Run ``fn(conn)`` in one transaction, retrying the whole of it on lock contention.
 
         Retrying the transaction (not the statement) is what keeps concurrent recurrence counts
@@ -264,7 +312,7 @@ class Store:
         delay = 0.02
         for attempt in range(MAX_LOCK_RETRIES + 1):
             try:
-                with self.connect(write, tenant) as conn:
+                with self.connect(write, tenant, **caller) as conn:
                     return fn(conn)
             except (OperationalError, IntegrityError) as exc:
                 if not is_lock_error(exc) or attempt == MAX_LOCK_RETRIES:
@@ -279,6 +327,17 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _raise_role_error(exc: BaseException, url: str) -> None:
+    """Switching to the application role failed: the schema is older than the role, or the user may not."""
+    state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if state in ("42704", "42501"):  # undefined_object (no such role), insufficient_privilege
+        raise CairnError(
+            "SETUP",
+            f"cannot act as the application role {APP_ROLE} on {_redact(url)} ({_first_line(exc.orig or exc)}); "
+            f"run `cairn db upgrade` as the database owner, or GRANT {APP_ROLE} TO this user",
+        ) from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -35,6 +35,89 @@ tenants = Table(
     Column("id", String(64), primary_key=True),
     Column("name", Text, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
+    Column("kind", String(16), nullable=False, server_default="personal"),  # personal | org (0004)
+    Column("deleted_at", UTCDateTime),
+)
+
+# Accounts, roles, invites, bindings and tokens (migration 0004 says why they look like this).
+users = Table(
+    "users",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+)
+
+memberships = Table(
+    "memberships",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
+    Column("user_id", String(64), ForeignKey("users.id"), primary_key=True),
+    Column("role", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Index("ix_memberships_user", "user_id"),
+)
+
+invites = Table(
+    "invites",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("code_hash", String(64), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("accepted_at", UTCDateTime),
+    Column("accepted_by", String(64)),
+    Column("revoked_at", UTCDateTime),
+    Column("revoked_by", Text),
+    UniqueConstraint("code_hash", name="uq_invites_code"),
+    Index("ix_invites_tenant", "tenant_id"),
+)
+
+scope_bindings = Table(
+    "scope_bindings",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("pattern", String(300), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    UniqueConstraint("pattern", name="uq_bindings_pattern"),
+    Index("ix_bindings_tenant", "tenant_id"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("token_hash", String(64), nullable=False),
+    Column("prefix", String(16), nullable=False),
+    Column("user_id", String(64), ForeignKey("users.id"), nullable=False),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("perm", String(8), nullable=False),
+    Column("scope_patterns", Text, nullable=False),  # JSON list; empty: every scope of the tenant
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime),
+    Column("revoked_at", UTCDateTime),
+    Column("revoked_by", Text),
+    UniqueConstraint("token_hash", name="uq_tokens_hash"),
+    Index("ix_tokens_user", "user_id"),
+    Index("ix_tokens_tenant", "tenant_id"),
+)
+
+tenant_limits = Table(
+    "tenant_limits",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
+    Column("max_lessons", Integer),
+    Column("max_value_bytes", Integer),
+    Column("writes_per_minute", Integer),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("updated_by", Text, nullable=False),
 )
 
 lessons = Table(

@@ -30,7 +30,6 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from cairn.store.dialect import ADVISORY_NAMESPACE
 
 NO_EXPIRY = 2**62  # vec0 metadata cannot be NULL-compared; "never expires" is far in the future.
 BM25_WEIGHTS = (2.0, 1.0, 1.5)  # key, value, tags: a key hit says more than a hit in the body
@@ -326,21 +325,10 @@ def vec_ensure(conn: Connection, model: str, dim: int) -> str:
         return name
     if conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None:
         return name
-    # Writers of different tenants may both reach the first vector of a model: DDL waits on the
-    # schema lock (the migrations' too), and IF NOT EXISTS then sees the winner's table.
-    conn.execute(text(f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, 0)"))
-    conn.execute(
-        text(
-            f"CREATE TABLE IF NOT EXISTS {name} ("
-            "lesson_id BIGINT PRIMARY KEY, tenant_id VARCHAR(64) NOT NULL REFERENCES tenants(id), "
-            "scope VARCHAR(300) NOT NULL, trust VARCHAR(16) NOT NULL, expires BIGINT NOT NULL, "
-            f"embedding vector({dim}) NOT NULL)"
-        )
-    )
-    # The tenant's own rows, for the planner's exact path (a small tenant in a large table).
-    conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name}_tsc ON {name} (tenant_id, scope)"))
-    if dim <= HNSW_MAX_DIM:
-        conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name}_hnsw ON {name} USING hnsw (embedding vector_cosine_ops)"))
+    # Requests run as the application role, which may not create tables (it would own them and
+    # bypass row-level security): the one SECURITY DEFINER function of store/rls.py creates it, with
+    # its policy and grants. Writers of two tenants reaching a new model queue on the schema lock.
+    conn.execute(text("SELECT cairn_vector_table(:n, :d)"), {"n": name, "d": dim})
     return name
 
 
@@ -469,4 +457,7 @@ def vec_refresh(conn: Connection, table: str, row: dict[str, Any]) -> None:
 
 
 def vec_drop_table(conn: Connection, table: str) -> None:
-    conn.exec_driver_sql(f'DROP TABLE "{table}"')
+    """Drop a vector table no tenant uses. Not on Postgres: a request sees one tenant's rows only
+    (row-level security), so it cannot know the table is unused, and it may not drop tables."""
+    if not _pg(conn):
+        conn.exec_driver_sql(f'DROP TABLE "{table}"')

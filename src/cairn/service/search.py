@@ -110,7 +110,9 @@ class SearchOps:
         embedder = get_embedder()
         done = 0
         while True:
-            batch = self.store.run(lambda c: _queued(c, principal.tenant_id, DRAIN_BATCH), write=False, **principal.db_vars)
+            batch = self.store.run(
+                lambda c: _queued(c, principal.tenant_id, DRAIN_BATCH), write=False, **principal.db_vars
+            )
             if not batch:
                 return done
             vectors = embedder.embed([_embed_text(r) for r in batch])

@@ -253,7 +253,7 @@ class Store:
                     # A model no tenant uses any more leaves an empty vector table: requests cannot
                     # see that (they see one tenant) nor drop tables, so the owner does it here.
                     for table in ix.vec_tables(conn):
-                        if conn.exec_driver_sql(f'SELECT 1 FROM "{table}" LIMIT 1').first() is None:
+                        if conn.exec_driver_sql(f'SELECT 1 FROM "{table}" LIMIT 1').first() is None:  # noqa: S608
                             conn.exec_driver_sql(f'DROP TABLE "{table}"')
                     rls.secure(conn, ix.vec_tables(conn), ADVISORY_NAMESPACE, ix.HNSW_MAX_DIM)
         self._checked = True

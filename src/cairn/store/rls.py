@@ -45,7 +45,7 @@ from cairn.errors import CairnError
 APP_ROLE = "cairn_app"
 _T = "current_setting('cairn.tenant', true)"
 _U = "current_setting('cairn.user', true)"
-_TOKEN = "current_setting('cairn.token', true)"
+_TOKEN = "current_setting('cairn.token', true)"  # noqa: S105 - a setting's name, not a secret
 _INVITE = "current_setting('cairn.invite', true)"
 _MY_TENANTS = f"(SELECT m.tenant_id FROM memberships m WHERE m.user_id = {_U})"
 _OWN = f"tenant_id = {_T}"
@@ -220,13 +220,17 @@ def secure(conn: Connection, vector_tables: list[str], namespace: int, hnsw_max_
     """Bring the role, grants and policies to exactly what this module says (idempotent; every upgrade)."""
     ensure_role(conn)
     schema = str(conn.execute(text("SELECT current_schema()")).scalar())
-    owned = conn.execute(
-        text(
-            "SELECT c.relname FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner "
-            "WHERE r.rolname = :r AND c.relkind IN ('r', 'p', 'v', 'm')"
-        ),
-        {"r": APP_ROLE},
-    ).scalars().all()
+    owned = (
+        conn.execute(
+            text(
+                "SELECT c.relname FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner "
+                "WHERE r.rolname = :r AND c.relkind IN ('r', 'p', 'v', 'm')"
+            ),
+            {"r": APP_ROLE},
+        )
+        .scalars()
+        .all()
+    )
     if owned:
         raise _fail(
             f"the application role {APP_ROLE} owns tables ({', '.join(sorted(owned))}); an owner bypasses "
@@ -271,9 +275,7 @@ def remove(conn: Connection) -> None:
 
     The role stays: it is shared by every Cairn database of the cluster.
     """
-    rows = conn.execute(
-        text("SELECT tablename, policyname FROM pg_policies WHERE schemaname = current_schema()")
-    ).all()
+    rows = conn.execute(text("SELECT tablename, policyname FROM pg_policies WHERE schemaname = current_schema()")).all()
     for table, name in rows:
         conn.exec_driver_sql(f"DROP POLICY {quote(name)} ON {quote(table)}")
     names = conn.execute(

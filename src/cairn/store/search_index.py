@@ -30,7 +30,6 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-
 NO_EXPIRY = 2**62  # vec0 metadata cannot be NULL-compared; "never expires" is far in the future.
 BM25_WEIGHTS = (2.0, 1.0, 1.5)  # key, value, tags: a key hit says more than a hit in the body
 # Postgres: ts_rank's weights for the labels {D, C, B, A}; key = A, tags = B, value = D, the same

@@ -78,7 +78,10 @@ def call(
     home_path = resolve_home(home)
     session = session or os.environ.get("CAIRN_SESSION") or None
     db = (db or "").strip() or os.environ.get("CAIRN_DATABASE_URL", "").strip() or None
-    if not os.environ.get("CAIRN_NO_DAEMON"):
+    # A token names its own account and tenant: the local daemon serves its owner's local
+    # principal only, so a token's request is resolved and served here (the HTTP server, issue 6,
+    # is where remote tokens go).
+    if not os.environ.get("CAIRN_NO_DAEMON") and not os.environ.get("CAIRN_TOKEN", "").strip():
         message = {
             "v": protocol.PROTOCOL, "op": op, "params": params,
             "actor": _actor(), "session": session, "human": human, "db": db,
@@ -108,12 +111,10 @@ def in_process(
 ) -> dict[str, Any]:
     from pathlib import Path
 
-    from cairn.core.principal import local_principal
     from cairn.daemon import ops
-    from cairn.local import open_service
+    from cairn.local import open_service, principal_for
 
     cwd = Path(params["cwd"]) if params.get("cwd") else None
     svc = open_service(Path(home), cwd=cwd, db=db)
-    principal = local_principal(session=session, human=human)
-    svc.ensure_tenant(principal)
+    principal = principal_for(svc, session=session, human=human)
     return ops.run(svc, principal, Path(home), op, params)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from cairn.errors import CairnError
 
 if TYPE_CHECKING:
+    from cairn.core.principal import Principal
     from cairn.service.api import Cairn
     from cairn.settings import Settings
 
@@ -52,3 +53,25 @@ def open_service(home: Path, settings: Settings | None = None, cwd: Path | None 
 
     ensure_home(home)  # the home holds settings, hook state and the daemon's socket on every database
     return Cairn(Store(database_url(home, db)), settings or settings_mod.load(home, cwd))
+
+
+TOKEN_ENV = "CAIRN_TOKEN"  # noqa: S105 - the variable's name
+
+
+def principal_for(svc: Cairn, session: str | None = None, human: bool = False) -> Principal:
+    """Who this command acts as: the account of ``CAIRN_TOKEN`` when set, else the local account.
+
+    Without a token the command runs with the database's own credentials, as the ``local``
+    account (the operator, on a shared Postgres); with one, as the token's account in the token's
+    tenant, with the token's permissions capped by that account's current role.
+    """
+    import os
+
+    from cairn.core.principal import local_principal
+
+    secret = os.environ.get(TOKEN_ENV, "").strip()
+    if secret:
+        return svc.resolve_token(secret, session=session or os.environ.get("CAIRN_SESSION") or None, human=human)
+    principal = local_principal(session=session, human=human)
+    svc.ensure_tenant(principal)
+    return principal

@@ -83,12 +83,10 @@ def _home() -> Path:
 def svc() -> tuple[Cairn, Principal]:
     """Open the local store and the local principal, once per invocation."""
     if S.svc is None:
-        from cairn.core.principal import local_principal
-        from cairn.local import open_service
+        from cairn.local import open_service, principal_for
 
         S.svc = open_service(_home(), cwd=Path.cwd(), db=S.g.db)
-        S.principal = local_principal(session=S.g.session, human=S.g.human)
-        S.svc.ensure_tenant(S.principal)
+        S.principal = principal_for(S.svc, session=S.g.session, human=S.g.human)
     assert S.principal is not None
     return S.svc, S.principal
 
@@ -610,3 +608,12 @@ def import_(file: Annotated[str, typer.Argument(help="JSONL file, or '-' for std
     if result["refused"]:
         S.out.note(f"{len(result['refused'])} record(s) refused; see --json for each reason")
     S.out.ok(result, render.import_result(result))
+
+
+def _register_account_commands() -> None:
+    from cairn.cli.accounts import register
+
+    register(app)
+
+
+_register_account_commands()

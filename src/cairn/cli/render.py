@@ -26,6 +26,8 @@ def write_result(r: dict[str, Any]) -> str:
     }.get(action, f"{action} {where}")
     if r.get("note"):
         text += f" ({r['note']})"
+    if r.get("routed_to"):
+        text += f" [in {r['routed_to']}: the scope is bound there]"
     if lesson["status"] != "active":
         text += f"\nnote: this lesson is {lesson['status']}; reads will not return it"
     return text

@@ -10,7 +10,9 @@ from __future__ import annotations
 from sqlalchemy import insert, select
 
 from cairn.core.principal import Principal
+from cairn.core.roles import OWNER
 from cairn.core.timeparse import utcnow
+from cairn.service.accounts import AccountOps
 from cairn.service.context import ContextOps
 from cairn.service.graph import GraphOps
 from cairn.service.ledger import LedgerOps
@@ -21,10 +23,10 @@ from cairn.service.tombstones import ForgetOps
 from cairn.service.transfer import TransferOps
 from cairn.settings import Settings
 from cairn.store.engine import Store
-from cairn.store.schema import tenants
+from cairn.store.schema import memberships, tenants, users
 
 
-class Cairn(ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps, SearchOps):
+class Cairn(AccountOps, ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps, SearchOps):
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()
@@ -40,11 +42,25 @@ class Cairn(ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, 
 
         def create(conn):  # type: ignore[no-untyped-def]
             if not exists(conn):
+                now = utcnow()
                 conn.execute(
-                    insert(tenants).values(
-                        id=principal.tenant_id, name=name or principal.tenant_id, created_at=utcnow()
-                    )
+                    insert(tenants).values(id=principal.tenant_id, name=name or principal.tenant_id, created_at=now)
                 )
+                # The account whose own tenant this is owns it (the local default: "local").
+                if principal.user_id is not None and principal.user_id == principal.tenant_id:
+                    if not conn.execute(select(users.c.id).where(users.c.id == principal.user_id)).first():
+                        conn.execute(
+                            insert(users).values(id=principal.user_id, created_at=now, created_by=principal.actor)
+                        )
+                    conn.execute(
+                        insert(memberships).values(
+                            tenant_id=principal.tenant_id,
+                            user_id=principal.user_id,
+                            role=OWNER,
+                            created_at=now,
+                            created_by=principal.actor,
+                        )
+                    )
 
         # Read first: the common case must not take the write lock on every command.
         if not self.store.run(exists, write=False, **principal.db_vars):

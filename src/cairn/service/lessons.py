@@ -28,6 +28,7 @@ from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
+from cairn.service import limits
 from cairn.service.mutate import apply
 from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, public, status, visible_rows
 from cairn.service.tombstones import check_tombstones
@@ -163,7 +164,11 @@ class LessonOps:
         principal.require(WRITE)
         inp = make_write(principal, scope, key, value, **options)
         principal.require(WRITE, inp.scope)
-        return self.store.run(lambda conn: self._write_tx(conn, principal, inp), write=True, **principal.db_vars)
+        target = self.route(principal, inp.scope)  # type: ignore[attr-defined] # AccountOps: bound scopes go to their org
+        out = self.store.run(lambda conn: self._write_tx(conn, target, inp), write=True, **target.db_vars)
+        if target.tenant_id != principal.tenant_id:
+            out["routed_to"] = target.tenant_id
+        return out
 
     def _write_tx(
         self, conn: Connection, principal: Principal, inp: WriteInput, *, import_mode: bool = False
@@ -172,6 +177,8 @@ class LessonOps:
         chash = inp.content_hash
         check_tombstones(conn, principal, chash, inp.scope, inp.key)
         existing = fetch(conn, principal, inp.scope, inp.key)
+        if not import_mode:
+            limits.check_write(conn, self.settings, principal, inp.value, creating=existing is None)
         if existing is None:
             twin = self._same_content_in_scope(conn, principal, inp.scope, chash)
             if twin is not None:

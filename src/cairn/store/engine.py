@@ -329,6 +329,20 @@ class Store:
         self.engine.dispose()
 
 
+def set_caller(conn: Connection, **caller: str | None) -> None:
+    """Change who the current transaction acts for, once the service has established it.
+
+    Authentication reads the token row by its hash before the tenant is known; having found it,
+    the same transaction names the tenant and account so row security shows their memberships.
+    SQLite has no row security: nothing to set there.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    names = [n for n in caller if n in _VARS]
+    sql = "SELECT " + ", ".join(f"set_config('cairn.{n}', %({n})s, true)" for n in names)
+    conn.exec_driver_sql(sql, {n: caller[n] or "" for n in names})
+
+
 def _raise_role_error(exc: BaseException, url: str) -> None:
     """Switching to the application role failed: the schema is older than the role, or the user may not."""
     state = getattr(getattr(exc, "orig", None), "sqlstate", None)

@@ -1,0 +1,266 @@
+"""`cairn org`, `cairn token`, `cairn user`, `cairn limits`: thin commands over service/accounts.py.
+
+Secrets (a token, an invite code) are printed once, on stdout, and in ``--json`` as
+``data.token`` / ``data.code``; they are never written anywhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+org_app = typer.Typer(help="Orgs: shared stores with members, roles, invites and scope bindings.", no_args_is_help=True)
+member_app = typer.Typer(help="Members of an org: change a role, remove someone.", no_args_is_help=True)
+token_app = typer.Typer(help="Bearer tokens: create (shown once), list, revoke.", no_args_is_help=True)
+user_app = typer.Typer(
+    help="Accounts (operator only: Cairn run with the database's credentials).", no_args_is_help=True
+)
+limits_app = typer.Typer(help="Per-tenant limits: lessons, value size, writes per minute.", no_args_is_help=True)
+org_app.add_typer(member_app, name="member")
+
+ORG = Annotated[str, typer.Argument(help="the org's name (slug), e.g. acme")]
+
+
+def _svc() -> tuple[Any, Any]:
+    from cairn.cli.app import svc
+
+    return svc()
+
+
+def _ok(data: dict[str, Any], text: str) -> None:
+    from cairn.cli.app import S
+
+    S.out.ok(data, text)
+
+
+def _table(rows: list[dict[str, Any]], cols: list[str], empty: str) -> str:
+    if not rows:
+        return empty
+    widths = {c: max(len(c), *(len(str(r.get(c) if r.get(c) is not None else "-")) for r in rows)) for c in cols}
+    lines = ["  ".join(c.upper().ljust(widths[c]) for c in cols)]
+    for r in rows:
+        lines.append("  ".join(str(r.get(c) if r.get(c) is not None else "-").ljust(widths[c]) for c in cols))
+    return "\n".join(lines)
+
+
+# -- orgs ---------------------------------------------------------------------------------------
+@org_app.command("create")
+def org_create(org: ORG, name: Annotated[str | None, typer.Option(help="display name")] = None) -> None:
+    """Create an org; you become its owner."""
+    service, p = _svc()
+    r = service.org_create(p, org, name)
+    _ok(r, f"created org {r['org']} (you are its owner); invite people with: cairn org invite {r['org']}")
+
+
+@org_app.command("list")
+def org_list() -> None:
+    """The orgs you belong to, with your role in each."""
+    service, p = _svc()
+    r = service.org_list(p)
+    _ok(r, _table(r["orgs"], ["org", "role", "name"], "you belong to no org"))
+
+
+@org_app.command("rename")
+def org_rename(org: ORG, name: Annotated[str, typer.Argument(help="the new display name")]) -> None:
+    """Change an org's display name (admins and owners; the slug never changes)."""
+    service, p = _svc()
+    r = service.org_rename(p, org, name)
+    _ok(r, f"org {org} is now called {r['name']!r} (was {r['was']!r})")
+
+
+@org_app.command("delete")
+def org_delete(
+    org: ORG,
+    confirm: Annotated[str | None, typer.Option(help="the org's name again: deleting erases all its lessons")] = None,
+) -> None:
+    """Delete an org (owners only): erases its lessons, revokes its tokens and invites; the audit log stays."""
+    service, p = _svc()
+    r = service.org_delete(p, org, confirm)
+    _ok(r, f"deleted org {org}: {r['lessons_erased']} lesson(s) erased")
+
+
+@org_app.command("invite")
+def org_invite(
+    org: ORG,
+    role: Annotated[str, typer.Option(help="viewer, member, admin or owner")] = "member",
+    expires: Annotated[str, typer.Option(help="how long the code works, e.g. 7d, 12h")] = "7d",
+) -> None:
+    """Make a single-use invite code (shown once) for someone to join with `cairn org accept CODE`."""
+    service, p = _svc()
+    r = service.org_invite(p, org, role, expires)
+    _ok(r, f"{r['code']}\ninvite {r['invite_id']} to {org} as {r['role']}, valid until {r['expires_at']}; "
+        "this code is shown once")  # fmt: skip
+
+
+@org_app.command("invites")
+def org_invites(org: ORG) -> None:
+    """An org's invites and their state (admins and owners)."""
+    service, p = _svc()
+    r = service.org_invites(p, org)
+    _ok(r, _table(r["invites"], ["id", "role", "state", "created_by", "expires_at"], "no invites"))
+
+
+@org_app.command("accept")
+def org_accept(code: Annotated[str, typer.Argument(help="the invite code you were given")]) -> None:
+    """Join an org with an invite code."""
+    service, p = _svc()
+    r = service.org_accept(p, code)
+    _ok(r, f"joined org {r['org']} as {r['role']}")
+
+
+@org_app.command("revoke")
+def org_revoke(org: ORG, invite_id: Annotated[int, typer.Argument(help="the invite's id (cairn org invites)")]) -> None:
+    """Revoke an unused invite (admins and owners)."""
+    service, p = _svc()
+    r = service.org_revoke_invite(p, org, invite_id)
+    _ok(r, f"revoked invite {invite_id} of {org}")
+
+
+@org_app.command("members")
+def org_members(org: ORG) -> None:
+    """Who belongs to an org, with their roles."""
+    service, p = _svc()
+    r = service.org_members(p, org)
+    _ok(r, _table(r["members"], ["user", "role", "since"], "no members"))
+
+
+@org_app.command("leave")
+def org_leave(org: ORG) -> None:
+    """Leave an org (the last owner cannot); your tokens for it are revoked."""
+    service, p = _svc()
+    r = service.org_leave(p, org)
+    _ok(r, f"left org {org}")
+
+
+@org_app.command("bind")
+def org_bind(org: ORG, pattern: Annotated[str, typer.Argument(help="a scope or pattern, e.g. repo::acme/*")]) -> None:
+    """Route writes on matching scopes to the org, for its members who may write (admins and owners)."""
+    service, p = _svc()
+    r = service.org_bind(p, org, pattern)
+    _ok(r, f"bound {r['pattern']} to {org}: members' writes there now go to the org")
+
+
+@org_app.command("unbind")
+def org_unbind(org: ORG, pattern: Annotated[str, typer.Argument(help="a bound scope or pattern")]) -> None:
+    """Stop routing a scope pattern to the org."""
+    service, p = _svc()
+    r = service.org_unbind(p, org, pattern)
+    _ok(r, f"unbound {r['pattern']} from {org}")
+
+
+@org_app.command("bindings")
+def org_bindings(org: ORG) -> None:
+    """The scope patterns bound to an org."""
+    service, p = _svc()
+    r = service.org_bindings(p, org)
+    _ok(r, "\n".join(r["bindings"]) or "no bindings")
+
+
+@member_app.command("role")
+def member_role(
+    org: ORG,
+    user: Annotated[str, typer.Argument(help="the member's account name")],
+    role: Annotated[str, typer.Argument(help="viewer, member, admin or owner")],
+) -> None:
+    """Change a member's role (admins: viewers and members only; owners: anyone but the last owner)."""
+    service, p = _svc()
+    r = service.member_role(p, org, user, role)
+    _ok(r, f"{user} is now {r['role']} in {org} (was {r['was']})")
+
+
+@member_app.command("remove")
+def member_remove(org: ORG, user: Annotated[str, typer.Argument(help="the member's account name")]) -> None:
+    """Remove a member (their tokens for the org are revoked)."""
+    service, p = _svc()
+    service.member_remove(p, org, user)
+    _ok({"org": org, "user": user, "removed": True}, f"removed {user} from {org}")
+
+
+# -- tokens -------------------------------------------------------------------------------------
+@token_app.command("create")
+def token_create(
+    perm: Annotated[str, typer.Option(help="read, write or admin")] = "read",
+    scope_pattern: Annotated[
+        list[str] | None,
+        typer.Option("--scope-pattern", help="limit to matching scopes (repeatable), e.g. repo::acme/*"),
+    ] = None,
+    org: Annotated[str | None, typer.Option(help="a token for this org instead of your own store")] = None,
+    expires: Annotated[str, typer.Option(help="lifetime, e.g. 90d, 12h, or never")] = "90d",
+    name: Annotated[str | None, typer.Option(help="a label, e.g. ci")] = None,
+) -> None:
+    """Create a bearer token; it is printed once (`--json`: data.token) and stored only as a hash."""
+    service, p = _svc()
+    r = service.token_create(p, perm=perm, scope_patterns=scope_pattern, org=org, expires=expires, name=name)
+    where = f"org {r['org']}" if r["org"] else f"{r['user']}'s store"
+    limits = f", scopes {', '.join(r['scope_patterns'])}" if r["scope_patterns"] else ""
+    _ok(r, f"{r['token']}\ntoken {r['id']} ({r['perm']}) for {where}{limits}, expires {r['expires_at'] or 'never'}; "
+        "this is the only time it is shown: use it as CAIRN_TOKEN")  # fmt: skip
+
+
+@token_app.command("list")
+def token_list(
+    org: Annotated[str | None, typer.Option(help="every token of this org (admins, owners)")] = None,
+) -> None:
+    """Your tokens (never their secrets), or an org's."""
+    service, p = _svc()
+    r = service.token_list(p, org)
+    rows = [{**t, "scopes": ",".join(t["scope_patterns"]) or "all"} for t in r["tokens"]]
+    _ok(
+        r,
+        _table(rows, ["id", "prefix", "name", "user", "tenant", "perm", "scopes", "state", "expires_at"], "no tokens"),
+    )
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: Annotated[int, typer.Argument(help="the token's id (cairn token list)")]) -> None:
+    """Revoke a token at once; requests presenting it are refused from now on."""
+    service, p = _svc()
+    r = service.token_revoke(p, token_id)
+    _ok(r, f"revoked token {token_id}" + (f" ({r['note']})" if r.get("note") else ""))
+
+
+# -- accounts -----------------------------------------------------------------------------------
+@user_app.command("create")
+def user_create(name: Annotated[str, typer.Argument(help="account name: lowercase letters, digits, . _ -")]) -> None:
+    """Create an account and its own store; prints its first admin token once (give it to them)."""
+    service, p = _svc()
+    r = service.create_user(p, name)
+    _ok(r, f"{r['token']}\naccount {r['user']} created; the token above (admin, expires {r['expires_at']}) "
+        "is shown once")  # fmt: skip
+
+
+# -- limits -------------------------------------------------------------------------------------
+@limits_app.command("show")
+def limits_show(
+    tenant: Annotated[str | None, typer.Argument(help="a tenant (operator only); default: yours")] = None,
+) -> None:
+    """The limits that apply to a tenant and where each comes from."""
+    service, p = _svc()
+    r = service.limits_show(p, tenant)
+    lines = [f"{r['tenant']}: {r['lessons']} lesson(s)"]
+    for k, v in r["limits"].items():
+        lines.append(f"  {k} = {v if v is not None else 'none'}  ({r['sources'][k]})")
+    _ok(r, "\n".join(lines))
+
+
+@limits_app.command("set")
+def limits_set(
+    tenant: Annotated[str, typer.Argument(help="account name, or org:NAME")],
+    max_lessons: Annotated[int | None, typer.Option(help="0 removes the override")] = None,
+    max_value_bytes: Annotated[int | None, typer.Option(help="0 removes the override")] = None,
+    writes_per_minute: Annotated[int | None, typer.Option(help="0 removes the override")] = None,
+) -> None:
+    """Override the configured limits for one tenant (operator only)."""
+    service, p = _svc()
+    r = service.limits_set(
+        p, tenant, max_lessons=max_lessons, max_value_bytes=max_value_bytes, writes_per_minute=writes_per_minute
+    )
+    _ok(r, f"limits of {tenant}: " + ", ".join(f"{k}={v if v is not None else 'none'}" for k, v in r["limits"].items()))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(org_app, name="org")
+    app.add_typer(token_app, name="token")
+    app.add_typer(user_app, name="user")
+    app.add_typer(limits_app, name="limits")

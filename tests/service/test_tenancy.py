@@ -133,3 +133,16 @@ def test_expired_and_revoked_tokens_are_refused(svc: Cairn, pair) -> None:
     refused("FORBIDDEN", svc.resolve_token, "cairn_" + "x" * 43)
     refused("FORBIDDEN", svc.resolve_token, "not-a-token")
     assert timedelta(seconds=1)  # expiry parsing accepts seconds
+
+
+def test_a_tombstone_elsewhere_is_not_described_to_a_scope_limited_token(svc: Cairn, pair) -> None:
+    alice, _ = pair
+    svc.write(alice, "repo::alice/private", "leaked", "the vault password is in the wiki")
+    svc.forget(alice, "repo::alice/private", "leaked", "secret: private-reason-text")
+    narrow = svc.resolve_token(svc.token_create(alice, perm="write", scope_patterns=["repo::alice/public"])["token"])
+    err = refused("TOMBSTONED", svc.write, narrow, "repo::alice/public", "copy", "the vault password is in the wiki")
+    assert "repo::alice/private" not in err.message and "private-reason-text" not in err.message
+    assert "reason" not in err.data and "tombstone_id" not in err.data
+    # The unrestricted token is told which tombstone and why.
+    full = refused("TOMBSTONED", svc.write, alice, "repo::alice/public", "copy", "the vault password is in the wiki")
+    assert "private-reason-text" in full.message

@@ -61,6 +61,15 @@ def check_tombstones(conn: Connection, principal: Principal, chash: str, scope: 
     if hit is None:
         return
     matched = "content" if hit["content_hash"] == chash else "address"
+    if not principal.can_see(hit["scope"]):
+        # The same content was forgotten in a scope this (scope-limited) caller may not see: refuse
+        # without naming that scope, its key or the reason, which are that scope's business.
+        raise CairnError(
+            "TOMBSTONED",
+            "refused: this content was forgotten in a scope outside this token's scopes; "
+            "ask someone who can see it to review the tombstone",
+            {"matched": matched},
+        )
     raise CairnError(
         "TOMBSTONED",
         f"refused: this {'content' if matched == 'content' else 'address'} was forgotten "

@@ -146,3 +146,14 @@ def test_a_tombstone_elsewhere_is_not_described_to_a_scope_limited_token(svc: Ca
     # The unrestricted token is told which tombstone and why.
     full = refused("TOMBSTONED", svc.write, alice, "repo::alice/public", "copy", "the vault password is in the wiki")
     assert "private-reason-text" in full.message
+
+
+def test_import_respects_the_lesson_limit(svc: Cairn, me, pair) -> None:
+    alice, _ = pair
+    svc.limits_set(me, "alice", max_lessons=3)  # alice holds 1
+    lines = [json.dumps({"scope": "global", "key": f"imp-{i}", "value": f"imported lesson {i}"}) for i in range(5)]
+    err = refused("LIMIT", svc.import_lines, alice, lines)
+    assert err.data["allowed"] == 3
+    assert [r["key"] for r in svc.list(alice)["lessons"]] == ["alice-own"]  # the batch was rolled back whole
+    svc.limits_set(me, "alice", max_lessons=0)  # 0 removes the override: no limit
+    assert svc.import_lines(alice, lines)["created"] == 5

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, tuple_, update
+from sqlalchemy import and_, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from cairn.core.content import content_hash, validate_value
@@ -23,7 +23,7 @@ from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, parse_time, parse_ttl, utcnow
 from cairn.errors import CairnError
-from cairn.service import audit, indexing
+from cairn.service import audit, indexing, limits
 from cairn.service.lessons import LessonOps, WriteInput, make_write, normalize_tags
 from cairn.service.mutate import Change, apply_many, replay
 from cairn.service.records import KINDS, ORIGINS, TRUST, active_clause, fetch
@@ -161,7 +161,9 @@ class TransferOps(LessonOps):
         for start in range(0, total, BATCH):
             batch = records[start : start + BATCH]
 
-            def tx(conn: Connection, batch: list[tuple[int, str, Any]] = batch) -> list[tuple[str, Any]]:
+            def tx(
+                conn: Connection, batch: list[tuple[int, str, Any]] = batch, done: int = done
+            ) -> list[tuple[str, Any]]:
                 bulk = _PlainBulk(self, conn, principal, [rec for _, kind, rec in batch if kind == "plain"])
                 outcomes: list[tuple[str, Any]] = []
                 for lineno, kind, rec in batch:
@@ -179,6 +181,22 @@ class TransferOps(LessonOps):
                             raise
                         outcomes.append(("refused", {"line": lineno, "code": exc.code, "message": exc.message}))
                 bulk.flush()
+                # The tenant's lesson limit holds for imports too, checked per batch in its own
+                # transaction: a batch that would cross it is rolled back whole; earlier batches
+                # stay (an import is idempotent: rerun it once the limit is raised).
+                lim, _ = limits.effective(conn, self.settings, principal.tenant_id)
+                if lim.max_lessons:
+                    held = conn.execute(
+                        select(func.count()).where(lessons.c.tenant_id == principal.tenant_id)
+                    ).scalar_one()
+                    if held > lim.max_lessons:
+                        raise CairnError(
+                            "LIMIT",
+                            f"importing line {batch[0][0]} onwards would bring this store to {held} lessons; its "
+                            f"limit is {lim.max_lessons}. {done} record(s) before it were imported; raise the "
+                            "limit (cairn limits set) or archive and purge lessons, then rerun the import",
+                            {"limit": "max_lessons", "allowed": lim.max_lessons, "got": held, "imported": done},
+                        )
                 return outcomes
 
             for outcome, info in self.store.run(tx, write=True, **principal.db_vars):
@@ -191,7 +209,7 @@ class TransferOps(LessonOps):
                 progress(done, total)
         if supersessions:
             self.store.run(
-                lambda conn: _link_supersessions(conn, principal, supersessions), write=True, tenant=principal.tenant_id
+                lambda conn: _link_supersessions(conn, principal, supersessions), write=True, **principal.db_vars
             )
         return {**counts, "refused": refused, "records": total}
 

@@ -69,6 +69,25 @@ def test_db_upgrade_reports_the_revisions_on_postgres(cli: Cli, pg_server: PgSer
     assert "already at revision" in text and name in text
 
 
+def test_a_fresh_postgres_is_not_migrated_by_a_request_and_status_shows_the_protection(
+    cli: Cli, pg_server: PgServer
+) -> None:
+    import uuid
+
+    url = pg_server.create_database("cli_fresh_" + uuid.uuid4().hex[:8])
+    before = cli.ok("--db", url, "db", "status")
+    assert before["revision"] is None and "security" not in before
+    env = cli.json("--db", url, "write", "global", "k", "v")
+    assert env["status"] == "error" and env["reason"]["code"] == "SETUP"
+    assert "cairn db upgrade" in env["reason"]["message"]
+    assert cli.ok("--db", url, "db", "status")["revision"] is None  # the refused write changed nothing
+    cli.ok("--db", url, "db", "upgrade")
+    sec = cli.ok("--db", url, "db", "status")["security"]
+    assert sec["app_role"] == "cairn_app" and not sec["app_role_bypasses"]
+    assert sec["unprotected"] == [] and sec["tables_forced"] == sec["tables"] > 15
+    assert cli.ok("--db", url, "write", "global", "k", "v")["action"] == "created"
+
+
 def test_db_upgrade_works_on_sqlite_too(cli: Cli, cairn_home: Path) -> None:
     data = cli.ok("db", "upgrade")
     assert (data["dialect"], data["from"]) == ("sqlite", None)

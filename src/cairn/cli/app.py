@@ -506,12 +506,22 @@ def db_status() -> None:
     store = Store(database_url(_home(), S.g.db))
     try:
         current = store.current_revision()
+        security = store.security() if current else None
     finally:
         store.dispose()
     where = redact_url(store.url)
     data = {"database": where, "dialect": store.dialect, "revision": current, "head": HEAD, "current": current == HEAD}
     due = "current" if current == HEAD else f"behind: run cairn db upgrade (at {current or 'an empty schema'})"
-    S.out.ok(data, f"{where}: revision {current or '(none)'}, head {HEAD} — {due}")
+    text = f"{where}: revision {current or '(none)'}, head {HEAD} — {due}"
+    if security is not None:
+        data["security"] = security
+        text += (
+            f"\nrequests run as {security['app_role'] or '(no application role: run cairn db upgrade)'}; "
+            f"row-level security forced on {security['tables_forced']} of {security['tables']} tables"
+        )
+        if security["unprotected"] or security["app_role_bypasses"]:
+            text += " — NOT PROTECTED: run cairn db upgrade as the owner"
+    S.out.ok(data, text)
 
 
 @db_app.command("upgrade")

@@ -207,6 +207,18 @@ class Store:
             conn.rollback()
         return current
 
+    def security(self) -> dict[str, object] | None:
+        """Postgres: the application role and row-level security coverage (None on SQLite)."""
+        if self.dialect != "postgresql":
+            return None
+        from cairn.store import rls
+
+        with self._connection() as conn:
+            conn.info["cairn_schema"] = True
+            out = rls.status(conn)
+            conn.rollback()
+        return out
+
     def _check_schema(self) -> None:
         current = self.current_revision()
         if current != HEAD:

@@ -288,3 +288,22 @@ def remove(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE {quote(name)} NO FORCE ROW LEVEL SECURITY")
         conn.exec_driver_sql(f"ALTER TABLE {quote(name)} DISABLE ROW LEVEL SECURITY")
     conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {VECTOR_FUNCTION}(text, integer)")
+
+
+def status(conn: Connection) -> dict[str, object]:
+    """What `cairn db status` reports: the role's flags and how many tables are under forced RLS."""
+    role = conn.execute(text("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = :r"), {"r": APP_ROLE}).first()
+    rows = conn.execute(
+        text(
+            "SELECT relname, relrowsecurity AND relforcerowsecurity FROM pg_class WHERE relkind = 'r' "
+            "AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+        )
+    ).all()
+    tables = [r for r in rows if r[0] != "alembic_version"]
+    return {
+        "app_role": APP_ROLE if role is not None else None,
+        "app_role_bypasses": bool(role and (role[0] or role[1])),
+        "tables": len(tables),
+        "tables_forced": sum(1 for r in tables if r[1]),
+        "unprotected": sorted(r[0] for r in tables if not r[1]),
+    }

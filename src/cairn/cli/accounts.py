@@ -10,13 +10,17 @@ from typing import Annotated, Any
 
 import typer
 
-org_app = typer.Typer(help="Orgs: shared stores with members, roles, invites and scope bindings.", no_args_is_help=True)
-member_app = typer.Typer(help="Members of an org: change a role, remove someone.", no_args_is_help=True)
-token_app = typer.Typer(help="Bearer tokens: create (shown once), list, revoke.", no_args_is_help=True)
-user_app = typer.Typer(
-    help="Accounts (operator only: Cairn run with the database's credentials).", no_args_is_help=True
+# A bare group prints one envelope like every command (tests/cli/test_envelope.py): the listing
+# where there is one, else a refusal that names the subcommands.
+org_app = typer.Typer(
+    help="Orgs: shared stores with members, roles, invites and scope bindings.", invoke_without_command=True
 )
-limits_app = typer.Typer(help="Per-tenant limits: lessons, value size, writes per minute.", no_args_is_help=True)
+member_app = typer.Typer(help="Members of an org: change a role, remove someone.", invoke_without_command=True)
+token_app = typer.Typer(help="Bearer tokens: create (shown once), list, revoke.", invoke_without_command=True)
+user_app = typer.Typer(
+    help="Accounts (operator only: Cairn run with the database's credentials).", invoke_without_command=True
+)
+limits_app = typer.Typer(help="Per-tenant limits: lessons, value size, writes per minute.", invoke_without_command=True)
 org_app.add_typer(member_app, name="member")
 
 ORG = Annotated[str, typer.Argument(help="the org's name (slug), e.g. acme")]
@@ -42,6 +46,47 @@ def _table(rows: list[dict[str, Any]], cols: list[str], empty: str) -> str:
     for r in rows:
         lines.append("  ".join(str(r.get(c) if r.get(c) is not None else "-").ljust(widths[c]) for c in cols))
     return "\n".join(lines)
+
+
+def _needs(ctx: typer.Context, usage: str) -> None:
+    from cairn.errors import CairnError
+
+    if ctx.invoked_subcommand is None:
+        raise CairnError("INVALID_INPUT", f"missing subcommand: {usage}")
+
+
+@org_app.callback()
+def org_default(ctx: typer.Context) -> None:
+    """Your orgs (subcommands: create, list, rename, delete, invite, invites, accept, revoke, members,
+    member, leave, bind, unbind, bindings)."""
+    if ctx.invoked_subcommand is None:
+        org_list()
+
+
+@member_app.callback()
+def member_default(ctx: typer.Context) -> None:
+    """Change or remove a member (subcommands: role, remove)."""
+    _needs(ctx, "cairn org member role ORG USER ROLE | cairn org member remove ORG USER")
+
+
+@token_app.callback()
+def token_default(ctx: typer.Context) -> None:
+    """Your tokens (subcommands: create, list, revoke)."""
+    if ctx.invoked_subcommand is None:
+        token_list(None)
+
+
+@user_app.callback()
+def user_default(ctx: typer.Context) -> None:
+    """Accounts (subcommand: create)."""
+    _needs(ctx, "cairn user create NAME")
+
+
+@limits_app.callback()
+def limits_default(ctx: typer.Context) -> None:
+    """Your limits (subcommands: show, set)."""
+    if ctx.invoked_subcommand is None:
+        limits_show(None)
 
 
 # -- orgs ---------------------------------------------------------------------------------------

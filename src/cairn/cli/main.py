@@ -54,13 +54,31 @@ def split_globals(argv: list[str]) -> tuple[Globals, list[str]]:
     return g, rest
 
 
+# Command groups and their subcommands: the envelope's verb is "group sub" (an argument after a
+# group, like `audit --lesson`, leaves it "group").
+GROUPS = {
+    "review": {"verify", "reject"},
+    "audit": {"verify"},
+    "config": {"show"},
+    "db": {"status", "upgrade"},
+    "org": {"create", "list", "rename", "delete", "invite", "invites", "accept", "revoke", "members", "member",
+            "leave", "bind", "unbind", "bindings"},
+    "token": {"create", "list", "revoke"},
+    "user": {"create"},
+    "limits": {"show", "set"},
+}  # fmt: skip
+
+
 def _verb(rest: list[str]) -> str:
     """The command's name for the envelope: ``review verify``, but ``audit`` for ``audit --lesson S K``."""
     for i, arg in enumerate(rest):
         if arg.startswith("-"):
             continue
         nxt = rest[i + 1] if i + 1 < len(rest) else ""
-        if arg in ("review", "audit", "config", "db") and nxt and not nxt.startswith("-"):
+        if arg in GROUPS and nxt and not nxt.startswith("-") and nxt in GROUPS[arg]:
+            third = rest[i + 2] if i + 2 < len(rest) else ""
+            if (arg, nxt) == ("org", "member") and third in ("role", "remove"):
+                return f"org member {third}"
             return f"{arg} {nxt}"
         return arg
     return "cairn"

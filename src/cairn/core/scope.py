@@ -262,6 +262,14 @@ def ladder(repo: str | None = None, branch: str | None = None, project: str | No
 
 
 @lru_cache(maxsize=512)
+def normalize_pattern(pattern: str) -> str:
+    """A scope pattern case-normalized like a scope: lower case except a branch's name."""
+    parts = pattern.strip().split("::")
+    if parts[0].lower() == "branch" and len(parts) == 3:
+        return "::".join([parts[0].lower(), parts[1].lower(), parts[2]])
+    return "::".join(part.lower() for part in parts)
+
+
 def _pattern_regex(pattern: str) -> re.Pattern[str] | None:
     """Compile a scope pattern; ``None`` means "every scope".
 
@@ -269,15 +277,10 @@ def _pattern_regex(pattern: str) -> re.Pattern[str] | None:
     ``repo::Acme/*`` means what its author meant. ``*`` becomes ``[^:]*``: canonical scopes only
     contain ``:`` as part of ``::``, so a star can never cross a separator.
     """
-    text = pattern.strip()
+    text = normalize_pattern(pattern)
     if text == "*":
         return None
-    parts = text.split("::")
-    if parts[0].lower() == "branch" and len(parts) == 3:
-        parts = [parts[0].lower(), parts[1].lower(), parts[2]]
-    else:
-        parts = [part.lower() for part in parts]
-    regex = "[^:]*".join(re.escape(chunk) for chunk in "::".join(parts).split("*"))
+    regex = "[^:]*".join(re.escape(chunk) for chunk in text.split("*"))
     return re.compile(regex)
 
 

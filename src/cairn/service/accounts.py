@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError
 
 from cairn.core import roles
 from cairn.core.principal import ADMIN, LOCAL_USER, WRITE, Principal
-from cairn.core.scope import scope_matches, validate_scope
+from cairn.core.scope import normalize_pattern, scope_matches, validate_scope
 from cairn.core.timeparse import format_time, parse_ttl, utcnow
 from cairn.errors import CairnError
 from cairn.service import audit, limits
@@ -56,7 +56,7 @@ def _patterns(raw: list[str] | None) -> list[str]:
             validate_scope(probe)
         except CairnError as exc:
             raise CairnError("INVALID_SCOPE", f"scope pattern {p!r}: {exc.message}", exc.data) from None
-        out.append(p.lower())
+        out.append(normalize_pattern(p))
     if len(out) > MAX_PATTERNS:
         raise CairnError("INVALID_INPUT", f"at most {MAX_PATTERNS} scope patterns, got {len(out)}")
     return sorted(set(out))
@@ -555,21 +555,27 @@ class AccountOps:
         _account(principal, "revoking a token", level=None)
 
         def locate(conn: Connection) -> str:
-            row = conn.execute(select(tokens.c.tenant_id).where(tokens.c.id == token_id)).first()
-            if row is None:
-                mine = conn.execute(
-                    select(memberships.c.tenant_id).where(
-                        memberships.c.user_id == principal.user_id,
-                        memberships.c.role.in_([roles.ADMIN_ROLE, roles.OWNER]),
-                    )
-                ).scalars()
-                for tenant in mine:  # an org token of someone else: visible with the org as tenant
-                    set_caller(conn, tenant=tenant, user=principal.user_id)
-                    found = conn.execute(select(tokens.c.tenant_id).where(tokens.c.id == token_id)).first()
-                    if found is not None:
-                        return str(found[0])
-                raise CairnError("NOT_FOUND", f"no token {token_id} that you can see")
-            return str(row[0])
+            # Only tokens the caller may act on are looked for, with explicit predicates, so both
+            # databases answer alike and an outsider cannot tell "exists" from "does not".
+            own = conn.execute(
+                select(tokens.c.tenant_id).where(tokens.c.id == token_id, tokens.c.user_id == principal.user_id)
+            ).first()
+            if own is not None:
+                return str(own[0])
+            managed = conn.execute(
+                select(memberships.c.tenant_id).where(
+                    memberships.c.user_id == principal.user_id,
+                    memberships.c.role.in_([roles.ADMIN_ROLE, roles.OWNER]),
+                )
+            ).scalars()
+            for tenant in list(managed):
+                set_caller(conn, tenant=tenant, user=principal.user_id)
+                found = conn.execute(
+                    select(tokens.c.tenant_id).where(tokens.c.id == token_id, tokens.c.tenant_id == tenant)
+                ).first()
+                if found is not None:
+                    return str(found[0])
+            raise CairnError("NOT_FOUND", f"no token {token_id} that you can revoke")
 
         tenant = self.store.run(locate, write=False, user=principal.user_id)
 

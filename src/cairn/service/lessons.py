@@ -177,10 +177,12 @@ class LessonOps:
         chash = inp.content_hash
         check_tombstones(conn, principal, chash, inp.scope, inp.key)
         existing = fetch(conn, principal, inp.scope, inp.key)
-        if not import_mode:
-            limits.check_write(conn, self.settings, principal, inp.value, creating=existing is None)
+        twin = self._same_content_in_scope(conn, principal, inp.scope, chash) if existing is None else None
+        if import_mode:
+            limits.check_value(conn, self.settings, principal, inp.value)
+        else:  # a recurrence (same content, here or at a new key) adds no lesson
+            limits.check_write(conn, self.settings, principal, inp.value, creating=existing is None and twin is None)
         if existing is None:
-            twin = self._same_content_in_scope(conn, principal, inp.scope, chash)
             if twin is not None:
                 if import_mode:
                     return self._result("unchanged", twin, now, note="same content already stored")

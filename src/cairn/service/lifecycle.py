@@ -86,6 +86,8 @@ class LifecycleOps(LessonOps):
         principal.require(WRITE)
         inp = make_write(principal, scope, key, value, **options)
         principal.require(WRITE, inp.scope)
+        home_tenant = principal.tenant_id
+        principal = self.route(principal, inp.scope)  # type: ignore[attr-defined] # a bound scope: the org's
         target_addr = None
         if supersedes is not None:
             target_addr = (validate_scope(supersedes[0]), normalize_key(supersedes[1]))
@@ -177,4 +179,7 @@ class LifecycleOps(LessonOps):
             result["superseded_status"] = status(dict(target, superseded_by=new_row["id"]), now)
             return result
 
-        return self.store.run(tx, write=True, **principal.db_vars)
+        out = self.store.run(tx, write=True, **principal.db_vars)
+        if principal.tenant_id != home_tenant:
+            out["routed_to"] = principal.tenant_id
+        return out

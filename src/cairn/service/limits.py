@@ -49,11 +49,13 @@ def effective(conn: Connection, settings: Settings, tenant: str) -> tuple[Limits
     return Limits(**values), sources
 
 
-def check_write(
-    conn: Connection, settings: Settings, principal: Principal, value: str, *, creating: bool, count: int = 1
-) -> None:
-    """Refuse a write that would break one of the tenant's limits (inside the write transaction)."""
+def check_value(conn: Connection, settings: Settings, principal: Principal, value: str) -> None:
+    """Only the value-size limit (imports: the restore path is not rate-limited)."""
     lim, _ = effective(conn, settings, principal.tenant_id)
+    _value_size(lim, value)
+
+
+def _value_size(lim: Limits, value: str) -> None:
     if lim.max_value_bytes:
         size = len(value.encode())
         if size > lim.max_value_bytes:
@@ -63,10 +65,22 @@ def check_write(
                 "Shorten the lesson, or ask the operator to raise limits.max_value_bytes",
                 {"limit": "max_value_bytes", "allowed": lim.max_value_bytes, "got": size},
             )
+
+
+def check_write(
+    conn: Connection, settings: Settings, principal: Principal, value: str, *, creating: bool, count: int = 1
+) -> None:
+    """Refuse a write that would break one of the tenant's limits (inside the write transaction)."""
+    lim, _ = effective(conn, settings, principal.tenant_id)
+    _value_size(lim, value)
     if lim.writes_per_minute:
         since = utcnow() - timedelta(minutes=1)
         recent = conn.execute(
-            select(func.count()).where(audit_log.c.tenant_id == principal.tenant_id, audit_log.c.at > since)
+            select(func.count()).where(
+                audit_log.c.tenant_id == principal.tenant_id,
+                audit_log.c.at > since,
+                audit_log.c.lesson_id.is_not(None),  # lesson changes; org and token events do not count
+            )
         ).scalar_one()
         if recent + count > lim.writes_per_minute:
             raise CairnError(

@@ -166,8 +166,12 @@ class TransferOps(LessonOps):
             ) -> list[tuple[str, Any]]:
                 bulk = _PlainBulk(self, conn, principal, [rec for _, kind, rec in batch if kind == "plain"])
                 outcomes: list[tuple[str, Any]] = []
+                lim, _ = limits.effective(conn, self.settings, principal.tenant_id)
                 for lineno, kind, rec in batch:
                     try:
+                        if lim.max_value_bytes:  # every value a record would store, versions included
+                            for value in _values(kind, rec):
+                                limits.check_value(conn, self.settings, principal, value)
                         if kind == "plain" and bulk.can_create(rec):
                             bulk.add(rec)
                             outcomes.append(("created", None))
@@ -177,14 +181,13 @@ class TransferOps(LessonOps):
                         if kind == "plain":
                             bulk.touched(rec)
                     except CairnError as exc:
-                        if exc.code not in ("TOMBSTONED", "CONFLICT", "FORBIDDEN"):
+                        if exc.code not in ("TOMBSTONED", "CONFLICT", "FORBIDDEN", "LIMIT"):
                             raise
                         outcomes.append(("refused", {"line": lineno, "code": exc.code, "message": exc.message}))
                 bulk.flush()
                 # The tenant's lesson limit holds for imports too, checked per batch in its own
                 # transaction: a batch that would cross it is rolled back whole; earlier batches
                 # stay (an import is idempotent: rerun it once the limit is raised).
-                lim, _ = limits.effective(conn, self.settings, principal.tenant_id)
                 if lim.max_lessons:
                     held = conn.execute(
                         select(func.count()).where(lessons.c.tenant_id == principal.tenant_id)
@@ -485,6 +488,16 @@ def _parse_all(principal: Principal, lines: Iterable[str]) -> tuple[list[tuple[i
         if parsed is not None:
             records.append((n, parsed[0], parsed[1]))
     return records, errors
+
+
+def _values(kind: str, rec: Any) -> list[str]:
+    """The lesson texts a parsed record would store (a plain write, or an export's versions)."""
+    if kind == "plain":
+        return [rec.value]
+    if kind == "lesson":
+        _lesson, versions = rec
+        return [v["value"] for v in versions if isinstance(v.get("value"), str)]
+    return []
 
 
 def _parse_record(principal: Principal, obj: dict[str, Any]) -> tuple[str, Any] | None:

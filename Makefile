@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run demo test lint bench bench-all bench-context bench-store bench-embed bench-search eval clean
+.PHONY: setup run demo test lint bench bench-all bench-context bench-store bench-embed bench-search bench-backends eval clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,10 +34,15 @@ lint: setup
 ## lessons; prints a table, writes bench/out/context.json and a PNG plot. Stores are cached.
 bench: bench-context
 
-bench-all: bench-store bench-embed bench-search bench-context
+bench-all: bench-store bench-embed bench-search bench-context bench-backends
 
 bench-context: setup
 	$(BIN)/python bench/context_bench.py $(BENCH_ARGS)
+
+## make bench-backends: SQLite and Postgres side by side at 100,000 lessons (import, write, read, search);
+## starts a throwaway Postgres itself. BENCH_ARGS="--quick" for 5,000.
+bench-backends: setup
+	$(BIN)/python bench/backends_bench.py $(BENCH_ARGS)
 
 bench-store: setup
 	$(BIN)/python bench/store_bench.py

@@ -24,6 +24,7 @@ CODES: dict[str, tuple[int, str]] = {
     "NOT_FOUND": (1, "refused"),
     "TOMBSTONED": (1, "refused"),
     "SUPERSEDE_AMBIGUOUS": (1, "refused"),
+    "UNAUTHENTICATED": (1, "refused"),  # no or unknown credential (HTTP 401); FORBIDDEN: known but not allowed
     "FORBIDDEN": (1, "refused"),
     "CONFLICT": (1, "refused"),
     "LIMIT": (1, "refused"),

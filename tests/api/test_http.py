@@ -1,0 +1,106 @@
+"""The HTTP API over a real socket: bearer tokens, problem+json codes, tenancy, input limits."""
+
+from __future__ import annotations
+
+import json
+
+from tests.api.conftest import Api
+
+S = "repo::acme/widget"
+
+
+def test_health_needs_no_token(api: Api) -> None:
+    r = api.http("GET", "/v1/health")
+    assert (r.status, r.body) == (200, {"status": "ok"})
+
+
+def test_no_token_or_a_bad_one_is_401_problem_json(api: Api) -> None:
+    for token in (None, "cairn_not-a-real-token", "garbage"):
+        r = api.http("GET", "/v1/lessons", token=token)
+        assert r.status == 401, r
+        assert r.content_type.startswith("application/problem+json")
+        assert r.body["code"] == "UNAUTHENTICATED" and r.body["status"] == 401
+
+
+def test_write_read_history_archive_restore_round_trip(api: Api) -> None:
+    w = api.http("POST", "/v1/lessons", {"scope": S, "key": "build-cmd", "value": "Run make build."}, api.alice)
+    assert w.status == 200 and w.body["action"] == "created"
+    api.http("POST", "/v1/lessons", {"scope": S, "key": "build-cmd", "value": "Run make build, twice."}, api.alice)
+    r = api.http("GET", f"/v1/lesson?scope={S}&key=build-cmd", token=api.alice)
+    assert r.status == 200 and r.body["lesson"]["value"] == "Run make build, twice."
+    h = api.http("GET", f"/v1/lesson/history?scope={S}&key=build-cmd", token=api.alice)
+    assert [v["version"] for v in h.body["versions"]] == [1, 2]
+    assert api.http("POST", "/v1/lesson/archive", {"scope": S, "key": "build-cmd"}, api.alice).status == 200
+    hidden = api.http("GET", f"/v1/lesson?scope={S}&key=build-cmd", token=api.alice)
+    assert (hidden.status, hidden.body["code"]) == (404, "NOT_FOUND")  # an archived lesson is not served
+    assert api.http("POST", "/v1/lesson/restore", {"scope": S, "key": "build-cmd"}, api.alice).status == 200
+    assert api.http("GET", f"/v1/lesson?scope={S}&key=build-cmd", token=api.alice).status == 200
+
+
+def test_forget_then_the_rewrite_is_refused_409_tombstoned(api: Api) -> None:
+    api.http("POST", "/v1/lessons", {"scope": "global", "key": "bad", "value": "Disable the tests."}, api.alice)
+    f = api.http("POST", "/v1/lesson/forget", {"scope": "global", "key": "bad", "reason": "wrong"}, api.alice)
+    assert f.status == 200
+    again = api.http(
+        "POST", "/v1/lessons", {"scope": "global", "key": "other", "value": "Disable the tests."}, api.alice
+    )
+    assert again.status == 409 and again.body["code"] == "TOMBSTONED"
+
+
+def test_another_tenants_token_sees_nothing(api: Api) -> None:
+    api.http("POST", "/v1/lessons", {"scope": S, "key": "alice-secret", "value": "alice only zebra"}, api.alice)
+    assert api.http("GET", f"/v1/lesson?scope={S}&key=alice-secret", token=api.bob).status == 404
+    listing = api.http("GET", "/v1/lessons", token=api.bob)
+    assert listing.status == 200 and "zebra" not in json.dumps(listing.body)
+    found = api.http("POST", "/v1/search", {"query": "zebra", "mode": "fts"}, api.bob)
+    assert found.status == 200 and found.body["results"] == []
+    ctx = api.http("POST", "/v1/context", {"repo": "acme/widget"}, api.bob)
+    assert ctx.status == 200 and "zebra" not in ctx.body["text"]
+
+
+def test_a_read_only_token_cannot_write(api: Api) -> None:
+    me = api.svc.resolve_token(api.alice)
+    ro = api.svc.token_create(me, perm="read")["token"]
+    r = api.http("POST", "/v1/lessons", {"scope": "global", "key": "k", "value": "v"}, ro)
+    assert r.status == 403 and r.body["code"] == "FORBIDDEN"
+    assert api.http("GET", "/v1/lessons", token=ro).status == 200
+
+
+def test_a_scope_limited_token_cannot_leave_its_scopes(api: Api) -> None:
+    me = api.svc.resolve_token(api.alice)
+    narrow = api.svc.token_create(me, perm="write", scope_patterns=["repo::acme/*"])["token"]
+    ok = api.http("POST", "/v1/lessons", {"scope": "repo::acme/api", "key": "k", "value": "inside"}, narrow)
+    assert ok.status == 200
+    out = api.http("POST", "/v1/lessons", {"scope": "repo::other/api", "key": "k", "value": "outside"}, narrow)
+    assert out.status == 403 and out.body["code"] == "FORBIDDEN"
+
+
+def test_bad_input_is_4xx_with_a_code_never_500(api: Api) -> None:
+    cases = [
+        ({"scope": "repo:acme/widget", "key": "k", "value": "v"}, 400, "INVALID_SCOPE"),
+        ({"scope": S, "key": "k"}, 400, "INVALID_INPUT"),  # missing value
+        ({"scope": S, "key": "k", "value": 5}, 400, "INVALID_INPUT"),  # wrong type
+        ({"scope": S, "key": "k", "value": "v", "surprise": 1}, 400, "INVALID_INPUT"),  # unknown field
+        ({"scope": S, "key": "k", "value": "v", "ttl": "soonish"}, 400, "INVALID_TTL"),
+        ({"scope": S, "key": "k", "value": "x" * 70000}, 400, "INVALID_INPUT"),  # over 64 KiB
+    ]
+    for body, status, code in cases:
+        r = api.http("POST", "/v1/lessons", body, api.alice)
+        assert (r.status, r.body["code"]) == (status, code), (body, r)
+    malformed = api.http("POST", "/v1/lessons", raw=b'{"scope": ', token=api.alice)
+    assert malformed.status == 400 and malformed.body["code"] == "INVALID_INPUT"
+    huge = api.http("POST", "/v1/lessons", raw=b"x" * (300 * 1024), token=api.alice)
+    assert huge.status == 413 and huge.body["code"] == "VALUE_TOO_LARGE"
+
+
+def test_the_openapi_schema_lists_every_endpoint(api: Api) -> None:
+    schema = api.http("GET", "/openapi.json").body
+    paths = set(schema["paths"])
+    assert {"/v1/lessons", "/v1/lesson", "/v1/search", "/v1/recall", "/v1/context", "/v1/audit/verify"} <= paths
+
+
+def test_audit_through_the_api_verifies(api: Api) -> None:
+    api.http("POST", "/v1/lessons", {"scope": "global", "key": "audited", "value": "an audited lesson"}, api.bob)
+    assert api.http("GET", "/v1/audit/verify", token=api.bob).body["ok"] is True
+    entries = api.http("GET", "/v1/audit?limit=50", token=api.bob).body["entries"]
+    assert any(e.get("key") == "audited" for e in entries)

@@ -627,3 +627,15 @@ def _register_account_commands() -> None:
 
 
 _register_account_commands()
+
+
+@app.command("mcp")
+def mcp_stdio() -> None:
+    """Serve Cairn's tools over MCP on stdio (for an agent host); the caller is CAIRN_TOKEN's account, else local."""
+    from cairn.local import principal_for
+    from cairn.mcp.server import build
+
+    service, _ = svc()
+    # Resolved per call: a token revoked mid-session stops working at its next call.
+    server = build(service, lambda: principal_for(service, session=S.g.session, human=S.g.human))
+    server.run("stdio")  # stdout is the protocol channel: no envelope is printed

@@ -11,6 +11,7 @@ not path segments: a scope contains ``::`` and ``/``.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -106,14 +107,28 @@ PROBLEM = {"content": {MEDIA_TYPE: {"schema": {"type": "object"}}}, "description
 ERRORS: dict[int | str, dict[str, Any]] = {s: PROBLEM for s in (400, 401, 403, 404, 409, 413, 429)}
 
 
-def create_app(svc: Cairn) -> FastAPI:
+def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None = None) -> FastAPI:
+    """The API, with the MCP server mounted at ``/mcp`` (streamable HTTP, the same bearer tokens)."""
+    mounted = _mcp_app(svc, allowed_hosts) if mcp else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]
+        if mounted is None:
+            yield
+            return
+        async with mounted[0].session_manager.run():  # a mounted app's own lifespan never runs
+            yield
+
     app = FastAPI(
         title="Cairn",
         version="1",
         description="A versioned, audited memory store for coding agents. Bearer tokens: `cairn token create`.",
         responses=ERRORS,
+        lifespan=lifespan,
     )
     app.state.svc = svc
+    if mounted is not None:
+        app.mount("/mcp", mounted[1])
 
     @app.exception_handler(CairnError)
     async def _cairn_error(_request: Request, exc: CairnError) -> JSONResponse:
@@ -223,3 +238,46 @@ def create_app(svc: Cairn) -> FastAPI:
         return svc.audit_verify(p)
 
     return app
+
+
+def _mcp_app(svc: Cairn, allowed_hosts: list[str] | None) -> tuple[Any, Any]:
+    """The MCP server as an ASGI app: the SDK verifies the bearer token (401 otherwise) through
+    ``resolve_token``; each tool call resolves it again, so revocation takes effect mid-session."""
+    import anyio
+    from mcp.server.auth.middleware.auth_context import get_access_token
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.auth.settings import AuthSettings
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from cairn.mcp.server import build
+
+    class Tokens:
+        async def verify_token(self, token: str) -> AccessToken | None:
+            try:
+                p = await anyio.to_thread.run_sync(svc.resolve_token, token)
+            except CairnError:
+                return None
+            return AccessToken(token=token, client_id=p.user_id or "", scopes=["cairn"])
+
+    def caller() -> Principal:
+        access = get_access_token()
+        if access is None:
+            raise CairnError("UNAUTHENTICATED", "no bearer token on this request")
+        return svc.resolve_token(access.token)
+
+    auth = {
+        "token_verifier": Tokens(),
+        # The SDK requires an issuer URL; Cairn is its own token issuer and publishes no OAuth metadata.
+        "auth": AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None, required_scopes=["cairn"]),
+    }
+    server = build(svc, caller, auth=auth)
+    hosts = allowed_hosts or ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    asgi = server.streamable_http_app(
+        streamable_http_path="/",
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(
+            allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts]
+        ),
+    )
+    return server, asgi

@@ -551,11 +551,14 @@ def serve(
     no_sweep: Annotated[
         bool, typer.Option("--no-sweep", help="Do not erase expired/archived lessons (benchmarks, read-only use)")
     ] = False,
+    http: Annotated[bool, typer.Option("--http", help="Also serve the HTTP API and MCP (/v1, /mcp)")] = False,
+    host: Annotated[str, typer.Option(help="HTTP address; loopback unless you mean to expose it")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port")] = 8321,
 ) -> int:
     """Run the local daemon: keeps store, index and model warm for hooks; runs the sweeps. Ctrl-C stops."""
     from cairn.daemon.server import Daemon
 
-    stats = Daemon(_home(), db=S.g.db).serve(warm=not no_warm, sweeps=not no_sweep)
+    stats = Daemon(_home(), db=S.g.db).serve(warm=not no_warm, sweeps=not no_sweep, http=(host, port) if http else None)
     S.out.ok(stats, f"cairn serve stopped after {stats['requests']} request(s)")
     return 0
 

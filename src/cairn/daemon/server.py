@@ -132,7 +132,9 @@ class Daemon:
             self.stopping.wait(DRAIN_EVERY)
 
     # -- serving ----------------------------------------------------------------------------
-    def serve(self, warm: bool = True, background: bool = True, sweeps: bool = True) -> dict[str, Any]:
+    def serve(
+        self, warm: bool = True, background: bool = True, sweeps: bool = True, http: tuple[str, int] | None = None
+    ) -> dict[str, Any]:
         path = Path(protocol.socket_path(self.home))
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         for directory in {self.home, path.parent}:
@@ -176,8 +178,12 @@ class Daemon:
         pid_file = self.home / protocol.PID_NAME
         pid_file.write_text(f"{os.getpid()}\n", encoding="utf-8")
 
+        web = self._start_http(*http) if http else None
+
         def stop(_signum: int, _frame: Any) -> None:
             self.stopping.set()
+            if web is not None:
+                web.should_exit = True
             threading.Thread(target=server.shutdown, daemon=True).start()
 
         signal.signal(signal.SIGTERM, stop)
@@ -198,6 +204,29 @@ class Daemon:
             self.svc.store.dispose()
             self.log(f"stopped after {self.requests} request(s)")
         return {"home": str(self.home), "requests": self.requests, "seconds": round(time.time() - self.started, 1)}
+
+    def _start_http(self, host: str, port: int) -> Any:
+        """The HTTP API and MCP endpoint on ``host:port``, sharing this process's warm service."""
+        import uvicorn
+
+        from cairn.api.app import create_app
+
+        loopback = host in ("127.0.0.1", "localhost", "::1")
+        # Off loopback the DNS-rebinding guard would refuse every real host name; bearer tokens guard it.
+        hosts = None if loopback else ["*"]
+        config = uvicorn.Config(
+            create_app(self.svc, allowed_hosts=hosts), host=host, port=port, log_level="warning", access_log=False
+        )
+        web = uvicorn.Server(config)
+        thread = threading.Thread(target=web.run, name="cairn-http", daemon=True)
+        thread.start()
+        deadline = time.time() + 30
+        while not web.started and thread.is_alive() and time.time() < deadline:
+            time.sleep(0.05)
+        if not web.started:
+            raise CairnError("SETUP", f"the HTTP API could not listen on {host}:{port} (in use, or not allowed)")
+        self.log(f"HTTP API and MCP on http://{host}:{port} (/v1, /mcp, /docs)")
+        return web
 
     def _warm_quietly(self) -> None:
         try:

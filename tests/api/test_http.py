@@ -104,3 +104,47 @@ def test_audit_through_the_api_verifies(api: Api) -> None:
     assert api.http("GET", "/v1/audit/verify", token=api.bob).body["ok"] is True
     entries = api.http("GET", "/v1/audit?limit=50", token=api.bob).body["entries"]
     assert any(e.get("key") == "audited" for e in entries)
+
+
+def test_an_org_through_the_api_invite_accept_and_an_org_token(api: Api) -> None:
+    made = api.http("POST", "/v1/orgs", {"org": "apiorg"}, api.alice)
+    assert made.status == 200 and made.body["role"] == "owner"
+    invite = api.http("POST", "/v1/orgs/apiorg/invites", {"role": "member"}, api.alice).body
+    assert api.http("POST", "/v1/invites/accept", {"code": invite["code"]}, api.bob).body["role"] == "member"
+    again = api.http("POST", "/v1/invites/accept", {"code": invite["code"]}, api.bob)
+    assert again.status == 409 and again.body["code"] == "CONFLICT"
+    # bob, a member, cannot invite (403) and cannot mint an admin token for the org
+    assert api.http("POST", "/v1/orgs/apiorg/invites", {"role": "viewer"}, api.bob).status == 403
+    assert api.http("POST", "/v1/tokens", {"perm": "admin", "org": "apiorg"}, api.bob).status == 403
+    tok = api.http("POST", "/v1/tokens", {"perm": "write", "org": "apiorg", "name": "ci"}, api.bob).body
+    assert tok["token"].startswith("cairn_")
+    listed = api.http("GET", "/v1/tokens", token=api.bob).body["tokens"]
+    assert tok["token"] not in json.dumps(listed)  # a secret is shown once, never listed
+    w = api.http("POST", "/v1/lessons", {"scope": "repo::apiorg/x", "key": "k", "value": "org lesson"}, tok["token"])
+    assert w.status == 200
+    members = api.http("GET", "/v1/orgs/apiorg/members", token=api.alice).body["members"]
+    assert {m["user"]: m["role"] for m in members} == {"alice": "owner", "bob": "member"}
+    assert api.http("POST", f"/v1/tokens/{tok['id']}/revoke", {}, api.bob).status == 200
+    gone = api.http("GET", "/v1/lessons", token=tok["token"])
+    assert gone.status == 401 and gone.body["code"] == "UNAUTHENTICATED"
+    assert api.http("DELETE", "/v1/orgs/apiorg", token=api.bob).status in (400, 403)
+    assert api.http("DELETE", "/v1/orgs/apiorg?confirm=apiorg", token=api.alice).body["deleted"] is True
+
+
+def test_supersede_link_neighborhood_review_and_export_round_trip(api: Api) -> None:
+    t = api.bob
+    api.http("POST", "/v1/lessons", {"scope": "global", "key": "old-way", "value": "Use pip."}, t)
+    sup = api.http("POST", "/v1/lesson/supersede", {"scope": "global", "key": "new-way", "value": "Use uv.",
+                                                    "old_scope": "global", "old_key": "old-way"}, t)  # fmt: skip
+    assert sup.status == 200 and sup.body["superseded"]["key"] == "old-way"
+    api.http("POST", "/v1/lessons", {"scope": "global", "key": "lock", "value": "Commit the lockfile."}, t)
+    assert api.http("POST", "/v1/lesson/link", {"scope": "global", "key": "new-way", "other_scope": "global",
+                                                "other_key": "lock", "rel": "related"}, t).status == 200  # fmt: skip
+    hood = api.http("GET", "/v1/lesson/neighborhood?scope=global&key=new-way", token=t).body
+    assert "lock" in json.dumps(hood)
+    queue = api.http("GET", "/v1/review", token=t).body
+    assert any(c["key"] == "lock" for c in queue["candidates"])
+    assert api.http("POST", "/v1/review/verify", {"scope": "global", "key": "lock"}, t).status == 200
+    lines = api.http("GET", "/v1/export", token=t).body["lines"]
+    assert any('"new-way"' in line for line in lines)
+    assert api.http("POST", "/v1/import", {"lines": lines}, t).body["created"] == 0  # idempotent

@@ -15,7 +15,7 @@ import contextlib
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -100,8 +100,66 @@ def _principal(
         raise CairnError("UNAUTHENTICATED", exc.message) from None
 
 
+OrgName = Annotated[str, Path(min_length=1, max_length=64)]
+UserName = Annotated[str, Path(min_length=1, max_length=64)]
+
 # Module level: with postponed annotations FastAPI resolves this name in the module's globals.
 Caller = Annotated[Principal, Depends(_principal)]
+
+
+class SupersedeBody(WriteBody):
+    old_scope: Scope | None = None
+    old_key: Key | None = None
+
+
+class LinkBody(AddressBody):
+    other_scope: Scope
+    other_key: Key
+    rel: Literal["related", "contradicts", "derived_from"]
+
+
+class UnforgetBody(Strict):
+    tombstone_id: Annotated[int, Field(ge=1, le=2**62)]
+    reason: Annotated[str, Field(min_length=1, max_length=2000)]
+
+
+class ImportBody(Strict):
+    lines: list[Annotated[str, Field(max_length=200_000)]] = Field(max_length=10_000)
+
+
+class TokenBody(Strict):
+    perm: Literal["read", "write", "admin"] = "read"
+    scope_patterns: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=32)
+    org: Annotated[str, Field(max_length=64)] | None = None
+    expires: Annotated[str, Field(max_length=20, examples=["90d", "never"])] = "90d"
+    name: Annotated[str, Field(max_length=100)] | None = None
+
+
+class OrgBody(Strict):
+    org: Annotated[str, Field(min_length=1, max_length=64)]
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+class InviteBody(Strict):
+    role: Literal["viewer", "member", "admin", "owner"] = "member"
+    expires: Annotated[str, Field(max_length=20)] = "7d"
+
+
+class CodeBody(Strict):
+    code: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class RoleBody(Strict):
+    role: Literal["viewer", "member", "admin", "owner"]
+
+
+class PatternBody(Strict):
+    pattern: Annotated[str, Field(min_length=1, max_length=300)]
+
+
+class RenameBody(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+
 
 PROBLEM = {"content": {MEDIA_TYPE: {"schema": {"type": "object"}}}, "description": "problem+json"}
 ERRORS: dict[int | str, dict[str, Any]] = {s: PROBLEM for s in (400, 401, 403, 404, 409, 413, 429)}
@@ -236,6 +294,160 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
     def audit_verify(p: Caller) -> dict[str, Any]:
         """Re-hash the tenant's audit chain; ``ok`` false names the first broken link."""
         return svc.audit_verify(p)
+
+    # -- more lesson operations ----------------------------------------------------------------
+    @app.post("/v1/lesson/supersede", tags=["lessons"])
+    def supersede(body: SupersedeBody, p: Caller) -> dict[str, Any]:
+        """Write a lesson that replaces another (named, or found by key); the old one is retired and linked."""
+        from cairn.core.timeparse import parse_ttl
+
+        target = (body.old_scope, body.old_key) if body.old_scope and body.old_key else None
+        opts = body.model_dump(exclude={"scope", "key", "value", "ttl", "old_scope", "old_key"})
+        ttl = parse_ttl(body.ttl) if body.ttl else None
+        return svc.supersede(p, body.scope, body.key, body.value, supersedes=target, ttl=ttl, **opts)
+
+    @app.get("/v1/lesson/diff", tags=["lessons"])
+    def diff(
+        p: Caller,
+        scope: Annotated[str, Query(max_length=300)],
+        key: Annotated[str, Query(max_length=200)],
+        v1: Annotated[int, Query(ge=1)],
+        v2: Annotated[int, Query(ge=1)],
+    ) -> dict[str, Any]:
+        return svc.diff(p, scope, key, v1, v2)
+
+    @app.post("/v1/lesson/link", tags=["graph"])
+    def link(body: LinkBody, p: Caller) -> dict[str, Any]:
+        return svc.link(p, body.scope, body.key, body.other_scope, body.other_key, body.rel)
+
+    @app.get("/v1/lesson/neighborhood", tags=["graph"])
+    def neighborhood(
+        p: Caller,
+        scope: Annotated[str, Query(max_length=300)],
+        key: Annotated[str, Query(max_length=200)],
+        depth: Annotated[int, Query(ge=1, le=3)] = 1,
+        budget: Annotated[int, Query(ge=100, le=20000)] = 2000,
+    ) -> dict[str, Any]:
+        return svc.neighborhood(p, scope, key, depth=depth, budget=budget)
+
+    @app.get("/v1/tombstones", tags=["lessons"])
+    def tombstones(p: Caller, include_lifted: bool = False) -> dict[str, Any]:
+        return svc.tombstones(p, include_lifted=include_lifted)
+
+    @app.post("/v1/tombstones/lift", tags=["lessons"])
+    def unforget(body: UnforgetBody, p: Caller) -> dict[str, Any]:
+        """The one audited way back from a forget (admin)."""
+        return svc.unforget(p, body.tombstone_id, body.reason)
+
+    @app.get("/v1/review", tags=["review"])
+    def review(
+        p: Caller,
+        scope: Annotated[str | None, Query(max_length=300)] = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    ) -> dict[str, Any]:
+        return svc.review_queue(p, scope=scope, limit=limit)
+
+    @app.post("/v1/review/verify", tags=["review"])
+    def review_verify(body: AddressBody, p: Caller) -> dict[str, Any]:
+        return svc.verify(p, body.scope, body.key)
+
+    @app.post("/v1/review/reject", tags=["review"])
+    def review_reject(body: ForgetBody, p: Caller) -> dict[str, Any]:
+        return svc.reject(p, body.scope, body.key, body.reason)
+
+    @app.get("/v1/export", tags=["transfer"])
+    def export(
+        p: Caller, active: bool = False, scope: Annotated[str | None, Query(max_length=300)] = None
+    ) -> dict[str, Any]:
+        """The lossless JSONL export, as a list of lines (the whole tenant needs an unrestricted admin token)."""
+        return {"lines": list(svc.export(p, active_only=active, scope=scope))}
+
+    @app.post("/v1/import", tags=["transfer"])
+    def import_(body: ImportBody, p: Caller) -> dict[str, Any]:
+        """Import JSONL lines (an export, or plain {scope, key, value} records); idempotent."""
+        return svc.import_lines(p, body.lines)
+
+    # -- tokens, orgs, limits -------------------------------------------------------------------
+    @app.post("/v1/tokens", tags=["accounts"])
+    def token_create(body: TokenBody, p: Caller) -> dict[str, Any]:
+        """A new token; the secret is in this response only (``token``) and stored as a hash."""
+        return svc.token_create(
+            p, perm=body.perm, scope_patterns=body.scope_patterns, org=body.org, expires=body.expires, name=body.name
+        )
+
+    @app.get("/v1/tokens", tags=["accounts"])
+    def token_list(p: Caller, org: Annotated[str | None, Query(max_length=64)] = None) -> dict[str, Any]:
+        return svc.token_list(p, org)
+
+    @app.post("/v1/tokens/{token_id}/revoke", tags=["accounts"])
+    def token_revoke(token_id: Annotated[int, Path(ge=1, le=2**62)], p: Caller) -> dict[str, Any]:
+        return svc.token_revoke(p, token_id)
+
+    @app.post("/v1/orgs", tags=["orgs"])
+    def org_create(body: OrgBody, p: Caller) -> dict[str, Any]:
+        return svc.org_create(p, body.org, body.name)
+
+    @app.get("/v1/orgs", tags=["orgs"])
+    def org_list(p: Caller) -> dict[str, Any]:
+        return svc.org_list(p)
+
+    @app.post("/v1/orgs/{org}/rename", tags=["orgs"])
+    def org_rename(org: OrgName, body: RenameBody, p: Caller) -> dict[str, Any]:
+        return svc.org_rename(p, org, body.name)
+
+    @app.delete("/v1/orgs/{org}", tags=["orgs"])
+    def org_delete(
+        org: OrgName, p: Caller, confirm: Annotated[str | None, Query(max_length=64)] = None
+    ) -> dict[str, Any]:
+        return svc.org_delete(p, org, confirm)
+
+    @app.post("/v1/orgs/{org}/invites", tags=["orgs"])
+    def org_invite(org: OrgName, body: InviteBody, p: Caller) -> dict[str, Any]:
+        return svc.org_invite(p, org, body.role, body.expires)
+
+    @app.get("/v1/orgs/{org}/invites", tags=["orgs"])
+    def org_invites(org: OrgName, p: Caller) -> dict[str, Any]:
+        return svc.org_invites(p, org)
+
+    @app.post("/v1/orgs/{org}/invites/{invite_id}/revoke", tags=["orgs"])
+    def org_revoke_invite(org: OrgName, invite_id: Annotated[int, Path(ge=1, le=2**62)], p: Caller) -> dict[str, Any]:
+        return svc.org_revoke_invite(p, org, invite_id)
+
+    @app.post("/v1/invites/accept", tags=["orgs"])
+    def org_accept(body: CodeBody, p: Caller) -> dict[str, Any]:
+        return svc.org_accept(p, body.code)
+
+    @app.get("/v1/orgs/{org}/members", tags=["orgs"])
+    def org_members(org: OrgName, p: Caller) -> dict[str, Any]:
+        return svc.org_members(p, org)
+
+    @app.post("/v1/orgs/{org}/members/{user}/role", tags=["orgs"])
+    def member_role(org: OrgName, user: UserName, body: RoleBody, p: Caller) -> dict[str, Any]:
+        return svc.member_role(p, org, user, body.role)
+
+    @app.delete("/v1/orgs/{org}/members/{user}", tags=["orgs"])
+    def member_remove(org: OrgName, user: UserName, p: Caller) -> dict[str, Any]:
+        return svc.member_remove(p, org, user)
+
+    @app.post("/v1/orgs/{org}/leave", tags=["orgs"])
+    def org_leave(org: OrgName, p: Caller) -> dict[str, Any]:
+        return svc.org_leave(p, org)
+
+    @app.get("/v1/orgs/{org}/bindings", tags=["orgs"])
+    def org_bindings(org: OrgName, p: Caller) -> dict[str, Any]:
+        return svc.org_bindings(p, org)
+
+    @app.post("/v1/orgs/{org}/bindings", tags=["orgs"])
+    def org_bind(org: OrgName, body: PatternBody, p: Caller) -> dict[str, Any]:
+        return svc.org_bind(p, org, body.pattern)
+
+    @app.post("/v1/orgs/{org}/bindings/remove", tags=["orgs"])
+    def org_unbind(org: OrgName, body: PatternBody, p: Caller) -> dict[str, Any]:
+        return svc.org_unbind(p, org, body.pattern)
+
+    @app.get("/v1/limits", tags=["accounts"])
+    def limits(p: Caller) -> dict[str, Any]:
+        return svc.limits_show(p)
 
     return app
 

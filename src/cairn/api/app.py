@@ -22,11 +22,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cairn.api.problems import MEDIA_TYPE, from_error, problem
 from cairn.core.principal import Principal
+from cairn.core.scope import SCOPE_REGEX
 from cairn.errors import CairnError
 from cairn.service.api import Cairn
 
 MAX_BODY_BYTES = 256 * 1024  # a lesson value is at most 64 KiB; room for the other fields, not for abuse
-Scope = Annotated[str, Field(min_length=1, max_length=300, examples=["repo::acme/widget"])]
+Scope = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=300,
+        pattern=SCOPE_REGEX,
+        examples=["repo::acme/widget"],
+        description="global | project::NAME | repo::OWNER/REPO | branch::OWNER/REPO::BRANCH",
+    ),
+]
 Key = Annotated[str, Field(min_length=1, max_length=200, examples=["docker-build-cache"])]
 Value = Annotated[str, Field(min_length=1, max_length=65536)]
 

@@ -261,7 +261,11 @@ def ladder(repo: str | None = None, branch: str | None = None, project: str | No
     return list(dict.fromkeys(rungs))
 
 
-@lru_cache(maxsize=512)
+# The grammar as one regular expression, for schemas (HTTP API, MCP) that show it to callers;
+# validate_scope stays the authority (it also refuses ``..`` segments and names the correction).
+SCOPE_REGEX = r"^(global|project::[^:\s]+|repo::[^:/\s]+/[^:\s]+|branch::[^:/\s]+/[^:\s]+::\S.*)$"
+
+
 def normalize_pattern(pattern: str) -> str:
     """A scope pattern case-normalized like a scope: lower case except a branch's name."""
     parts = pattern.strip().split("::")
@@ -270,6 +274,7 @@ def normalize_pattern(pattern: str) -> str:
     return "::".join(part.lower() for part in parts)
 
 
+@lru_cache(maxsize=512)
 def _pattern_regex(pattern: str) -> re.Pattern[str] | None:
     """Compile a scope pattern; ``None`` means "every scope".
 

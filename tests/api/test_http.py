@@ -87,6 +87,8 @@ def test_bad_input_is_4xx_with_a_code_never_500(api: Api) -> None:
     for body, status, code in cases:
         r = api.http("POST", "/v1/lessons", body, api.alice)
         assert (r.status, r.body["code"]) == (status, code), (body, r)
+    fixable = api.http("POST", "/v1/lessons", cases[0][0], api.alice).body
+    assert fixable["data"]["corrected"] == "repo::acme/widget"  # the corrected form, as the CLI gives it
     malformed = api.http("POST", "/v1/lessons", raw=b'{"scope": ', token=api.alice)
     assert malformed.status == 400 and malformed.body["code"] == "INVALID_INPUT"
     huge = api.http("POST", "/v1/lessons", raw=b"x" * (300 * 1024), token=api.alice)
@@ -148,3 +150,11 @@ def test_supersede_link_neighborhood_review_and_export_round_trip(api: Api) -> N
     lines = api.http("GET", "/v1/export", token=t).body["lines"]
     assert any('"new-way"' in line for line in lines)
     assert api.http("POST", "/v1/import", {"lines": lines}, t).body["created"] == 0  # idempotent
+
+
+def test_the_schema_carries_the_scope_grammar_sizes_and_enums(api: Api) -> None:
+    schema = api.http("GET", "/openapi.json").body
+    write = schema["components"]["schemas"]["WriteBody"]["properties"]
+    assert write["scope"]["pattern"].startswith("^\\s*([Gg]")
+    assert write["value"]["maxLength"] == 65536 and write["key"]["maxLength"] == 200
+    assert set(write["kind"]["enum"]) == {"lesson", "fact", "preference", "reference"}

@@ -44,7 +44,7 @@ def test_tools_write_search_recall_context_forget_and_the_refused_rewrite(tmp_pa
         names = {t.name for t in (await c.list_tools()).tools}
         assert names >= EXPECTED_TOOLS
         write_tool = next(t for t in (await c.list_tools()).tools if t.name == "write")
-        assert write_tool.input_schema["properties"]["scope"]["pattern"].startswith("^(global")
+        assert write_tool.input_schema["properties"]["scope"]["pattern"].startswith("^\\s*([Gg]")
         assert "kebab-case" in write_tool.input_schema["properties"]["key"]["description"]
 
         w = await c.call_tool(
@@ -73,12 +73,12 @@ def test_tools_write_search_recall_context_forget_and_the_refused_rewrite(tmp_pa
 def test_bad_arguments_are_tool_errors_not_crashes(tmp_path: Path) -> None:
     async def script(c):  # type: ignore[no-untyped-def]
         bad_scope = await c.call_tool("write", {"scope": "repo:acme/api", "key": "k", "value": "v"})
-        assert bad_scope.is_error  # refused by the schema's scope pattern before the service runs
+        assert bad_scope.is_error and bad_scope.structured_content["code"] == "INVALID_SCOPE"
+        assert bad_scope.structured_content["data"]["corrected"] == "repo::acme/api"  # the agent can retry
         wrong_type = await c.call_tool("write", {"scope": "global", "key": "k", "value": 5})
         assert wrong_type.is_error
         too_long = await c.call_tool("write", {"scope": "global", "key": "k", "value": "x" * 70000})
         assert too_long.is_error
-        # The service's own check, with the corrected form, for what the schema lets through:
         odd = await c.call_tool("write", {"scope": "repo::acme/../x", "key": "k", "value": "v"})
         assert odd.is_error and odd.structured_content["code"] == "INVALID_SCOPE"
         listing = await c.call_tool("list_lessons", {})

@@ -32,7 +32,7 @@ Scope = Annotated[
     Field(
         min_length=1,
         max_length=300,
-        pattern=SCOPE_REGEX,
+        json_schema_extra={"pattern": SCOPE_REGEX},  # shown, not enforced: see core/scope.py
         examples=["repo::acme/widget"],
         description="global | project::NAME | repo::OWNER/REPO | branch::OWNER/REPO::BRANCH",
     ),

@@ -261,9 +261,19 @@ def ladder(repo: str | None = None, branch: str | None = None, project: str | No
     return list(dict.fromkeys(rungs))
 
 
-# The grammar as one regular expression, for schemas (HTTP API, MCP) that show it to callers;
-# validate_scope stays the authority (it also refuses ``..`` segments and names the correction).
-SCOPE_REGEX = r"^(global|project::[^:\s]+|repo::[^:/\s]+/[^:\s]+|branch::[^:/\s]+/[^:\s]+::\S.*)$"
+# The grammar as one regular expression, shown to callers in the HTTP API's and MCP's schemas. It
+# is documentation, not the check: validate_scope is the authority, and answering with its error
+# (INVALID_SCOPE with the corrected form) beats a schema validator's "does not match pattern". So the
+# regex admits what validate_scope silently repairs (keyword case, surrounding spaces) and may admit
+# what it refuses (``..`` segments).
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c}]" for c in word)
+
+
+SCOPE_REGEX = (
+    rf"^\s*({_any_case('global')}|{_any_case('project')}::[^:\s]+|{_any_case('repo')}::[^:/\s]+/[^:\s]+"
+    rf"|{_any_case('branch')}::[^:/\s]+/[^:\s]+::\S.*)\s*$"
+)
 
 
 def normalize_pattern(pattern: str) -> str:

@@ -40,7 +40,7 @@ Scope = Annotated[
     Field(
         min_length=1,
         max_length=300,
-        pattern=SCOPE_PATTERN,
+        json_schema_extra={"pattern": SCOPE_PATTERN},  # shown, not enforced: see core/scope.py
         description="global | project::NAME | repo::OWNER/REPO | branch::OWNER/REPO::BRANCH",
     ),
 ]

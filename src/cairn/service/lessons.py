@@ -164,11 +164,8 @@ class LessonOps:
         principal.require(WRITE)
         inp = make_write(principal, scope, key, value, **options)
         principal.require(WRITE, inp.scope)
-        target = self.route(principal, inp.scope)  # type: ignore[attr-defined] # AccountOps: bound scopes go to their org
-        out = self.store.run(lambda conn: self._write_tx(conn, target, inp), write=True, **target.db_vars)
-        if target.tenant_id != principal.tenant_id:
-            out["routed_to"] = target.tenant_id
-        return out
+        # AccountOps: a scope bound to an org is written there (routed_write adds "routed_to").
+        return self.routed_write(principal, inp.scope, lambda conn, target: self._write_tx(conn, target, inp))  # type: ignore[attr-defined]
 
     def _write_tx(
         self, conn: Connection, principal: Principal, inp: WriteInput, *, import_mode: bool = False

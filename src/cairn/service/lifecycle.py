@@ -86,14 +86,13 @@ class LifecycleOps(LessonOps):
         principal.require(WRITE)
         inp = make_write(principal, scope, key, value, **options)
         principal.require(WRITE, inp.scope)
-        home_tenant = principal.tenant_id
-        principal = self.route(principal, inp.scope)  # type: ignore[attr-defined] # a bound scope: the org's
+        caller = principal
         target_addr = None
         if supersedes is not None:
             target_addr = (validate_scope(supersedes[0]), normalize_key(supersedes[1]))
             principal.require(WRITE, target_addr[0])
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, principal: Principal) -> dict[str, Any]:  # in the org, if the scope is bound
             now = utcnow()
             if target_addr is not None:
                 target = fetch(conn, principal, *target_addr)
@@ -179,7 +178,4 @@ class LifecycleOps(LessonOps):
             result["superseded_status"] = status(dict(target, superseded_by=new_row["id"]), now)
             return result
 
-        out = self.store.run(tx, write=True, **principal.db_vars)
-        if principal.tenant_id != home_tenant:
-            out["routed_to"] = principal.tenant_id
-        return out
+        return self.routed_write(caller, inp.scope, tx)  # type: ignore[attr-defined]

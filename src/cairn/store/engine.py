@@ -355,6 +355,16 @@ def set_caller(conn: Connection, **caller: str | None) -> None:
     conn.exec_driver_sql(sql, {n: caller[n] or "" for n in names})
 
 
+def enter_tenant(conn: Connection, tenant: str) -> None:
+    """Continue a write transaction in another tenant: its row-security setting and, on Postgres, its
+    write lock (the lock the transaction would have taken had it begun there)."""
+    if conn.dialect.name != "postgresql":
+        return  # SQLite: BEGIN IMMEDIATE already holds the one write lock of the file
+    conn.exec_driver_sql(
+        f"SELECT set_config('cairn.tenant', %(tenant)s, true), {_TENANT_LOCK_EXPR}", {"tenant": tenant}
+    )
+
+
 def _raise_role_error(exc: BaseException, url: str) -> None:
     """Switching to the application role failed: the schema is older than the role, or the user may not."""
     state = getattr(getattr(exc, "orig", None), "sqlstate", None)

@@ -81,8 +81,9 @@ def test_every_command_prints_one_ok_envelope(cli: Cli, tmp_path: Path) -> None:
     assert dump.is_file()
 
 
-# Runs until stopped; its envelope is tested in tests/daemon.
-LONG_RUNNING = {"serve"}
+# Run until stopped: serve's envelope is tested in tests/daemon; mcp's stdout is the MCP protocol
+# channel (no envelope, ever), tested with the SDK's client in tests/mcp.
+LONG_RUNNING = {"serve", "mcp"}
 
 
 def test_every_registered_command_without_arguments_prints_one_envelope(cli: Cli) -> None:

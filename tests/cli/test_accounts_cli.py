@@ -176,3 +176,13 @@ def test_the_team_flow_on_postgres(cairn_home: Path, pg_url: str) -> None:
     proc = org.run("read", API, "retry", json=True)
     assert proc.returncode == 1 and envelope(proc)["reason"]["code"] == "FORBIDDEN"
     assert not (cairn_home / "cairn.db").exists()  # everything went to Postgres
+
+
+def test_the_last_owner_cannot_leave_but_a_member_can(team: Team) -> None:
+    refused = team.bob.refused("FORBIDDEN", "org", "member", "leave", "acme")
+    assert "last owner" in refused["message"]
+    dave = As(team.home, None).user_create("dave")
+    code = team.bob.ok("org", "invite", "acme", "--role", "viewer")["code"]
+    dave.ok("org", "accept", code)
+    assert dave.ok("org", "member", "leave", "acme") == {"org": "acme", "left": True}
+    assert dave.ok("org", "list") == {"orgs": []}

@@ -66,7 +66,7 @@ def org_default(ctx: typer.Context) -> None:
 @member_app.callback()
 def member_default(ctx: typer.Context) -> None:
     """Change or remove a member (subcommands: role, remove)."""
-    _needs(ctx, "cairn org member role ORG USER ROLE | cairn org member remove ORG USER")
+    _needs(ctx, "cairn org member role ORG USER ROLE | remove ORG USER | leave ORG")
 
 
 @token_app.callback()
@@ -220,6 +220,12 @@ def member_remove(org: ORG, user: Annotated[str, typer.Argument(help="the member
     service, p = _svc()
     service.member_remove(p, org, user)
     _ok({"org": org, "user": user, "removed": True}, f"removed {user} from {org}")
+
+
+@member_app.command("leave")
+def member_leave(org: ORG) -> None:
+    """Leave an org yourself (same as `cairn org leave`)."""
+    org_leave(org)
 
 
 # -- tokens -------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def _verb(rest: list[str]) -> str:
         nxt = rest[i + 1] if i + 1 < len(rest) else ""
         if arg in GROUPS and nxt and not nxt.startswith("-") and nxt in GROUPS[arg]:
             third = rest[i + 2] if i + 2 < len(rest) else ""
-            if (arg, nxt) == ("org", "member") and third in ("role", "remove"):
+            if (arg, nxt) == ("org", "member") and third in ("role", "remove", "leave"):
                 return f"org member {third}"
             return f"{arg} {nxt}"
         return arg

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run demo test lint bench bench-all bench-context bench-store bench-embed bench-search bench-backends eval clean
+.PHONY: setup run demo test lint bench bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,11 @@ bench-context: setup
 ## starts a throwaway Postgres itself. BENCH_ARGS="--quick" for 5,000.
 bench-backends: setup
 	$(BIN)/python bench/backends_bench.py $(BENCH_ARGS)
+
+## make bench-api: the HTTP API and MCP of `cairn serve --http` under load at 60,000 lessons (needs the
+## context bench's cached store: make bench first).
+bench-api: setup
+	$(BIN)/python bench/api_bench.py $(BENCH_ARGS)
 
 bench-store: setup
 	$(BIN)/python bench/store_bench.py

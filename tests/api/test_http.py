@@ -158,3 +158,11 @@ def test_the_schema_carries_the_scope_grammar_sizes_and_enums(api: Api) -> None:
     assert write["scope"]["pattern"].startswith("^\\s*([Gg]")
     assert write["value"]["maxLength"] == 65536 and write["key"]["maxLength"] == 200
     assert set(write["kind"]["enum"]) == {"lesson", "fact", "preference", "reference"}
+
+
+def test_the_scope_map_through_the_api_counts_only_the_tokens_store(api: Api) -> None:
+    api.http("POST", "/v1/lessons", {"scope": "repo::mapco/one", "key": "k", "value": "mapped lesson"}, api.bob)
+    mine = {s["scope"]: s for s in api.http("GET", "/v1/scopes", token=api.bob).body["scopes"]}
+    assert mine["repo::mapco/one"]["active"] == 1
+    theirs = {s["scope"] for s in api.http("GET", "/v1/scopes", token=api.alice).body["scopes"]}
+    assert "repo::mapco/one" not in theirs

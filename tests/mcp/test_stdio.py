@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 
 EXPECTED_TOOLS = {
     "write", "read", "list_lessons", "search", "recall", "context", "history", "supersede",
-    "archive", "restore", "forget", "feedback", "link", "neighborhood", "review",
+    "archive", "restore", "forget", "feedback", "link", "neighborhood", "review", "scopes",
 }  # fmt: skip
 
 

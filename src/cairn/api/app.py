@@ -455,6 +455,11 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
     def org_unbind(org: OrgName, body: PatternBody, p: Caller) -> dict[str, Any]:
         return svc.org_unbind(p, org, body.pattern)
 
+    @app.get("/v1/scopes", tags=["lessons"])
+    def scopes(p: Caller) -> dict[str, Any]:
+        """The scopes this token's store holds lessons in, with counts (active, verified, archived)."""
+        return svc.scopes(p)
+
     @app.get("/v1/limits", tags=["accounts"])
     def limits(p: Caller) -> dict[str, Any]:
         return svc.limits_show(p)

@@ -166,6 +166,10 @@ def build(svc: Cairn, caller: Callable[[], Principal], *, auth: dict[str, Any] |
     def neighborhood(scope: Scope, key: Key, depth: Annotated[int, Field(ge=1, le=3)] = 1) -> CallToolResult:
         return run(lambda p: svc.neighborhood(p, scope, key, depth=depth))
 
+    @mcp.tool(description="The scopes that already hold lessons, with counts: reuse one before inventing a new scope.")
+    def scopes() -> CallToolResult:
+        return run(lambda p: svc.scopes(p))
+
     @mcp.tool(description="Candidate lessons awaiting a person's review.")
     def review(scope: Scope | None = None, limit: Annotated[int, Field(ge=1, le=200)] = 50) -> CallToolResult:
         return run(lambda p: svc.review_queue(p, scope=scope, limit=limit))

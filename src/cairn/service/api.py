@@ -18,6 +18,7 @@ from cairn.service.graph import GraphOps
 from cairn.service.ledger import LedgerOps
 from cairn.service.lifecycle import LifecycleOps
 from cairn.service.purge import PurgeOps
+from cairn.service.scopes import ScopeOps
 from cairn.service.search import SearchOps
 from cairn.service.tombstones import ForgetOps
 from cairn.service.transfer import TransferOps
@@ -26,7 +27,9 @@ from cairn.store.engine import Store
 from cairn.store.schema import memberships, tenants, users
 
 
-class Cairn(AccountOps, ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps, SearchOps):
+class Cairn(
+    AccountOps, ScopeOps, ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps, SearchOps
+):
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()

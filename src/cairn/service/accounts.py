@@ -111,19 +111,12 @@ class AccountOps:
 
         return self.store.run(tx, write=False, token=digest)
 
-    def route(self, principal: Principal, scope: str) -> Principal:
-        """Where a write on ``scope`` goes: an org that bound the scope, for its members who may write.
-
-        Only a principal acting in its account's own tenant is routed (an org token already acts
-        in its org). The routed principal keeps the caller's level and scope patterns, capped by
-        the role in the org.
-        """
-        if principal.user_id is None or principal.tenant_id != principal.user_id:
-            return principal
-        return self.store.run(lambda conn: _bound(conn, principal, scope), write=False, **principal.db_vars)
-
     def routed_write(self, principal: Principal, scope: str, fn: Callable[[Connection, Principal], dict[str, Any]]):  # type: ignore[no-untyped-def]
         """Run ``fn(conn, target)`` as one write transaction, in the org that bound ``scope`` if any.
+
+        Routing: an org whose binding covers the scope, for its members who may write, and only for
+        a principal acting in its account's own tenant (an org token already acts in its org); the
+        routed principal keeps the caller's level and scope patterns, capped by the role there.
 
         The binding is read inside the write's own transaction (a separate read cost ~0.5 ms a write
         on SQLite); when it routes, the transaction switches to the org's tenant and, on Postgres,
@@ -198,7 +191,7 @@ class AccountOps:
             audit.record(conn, _in(principal, tenant), "org.create", detail={"org": slug, "name": name or slug}, at=now)
             return {"org": slug, "tenant": tenant, "name": name or slug, "role": roles.OWNER}
 
-        return self._org_tx(principal, tenant, tx)
+        return self.store.run(tx, write=True, tenant=tenant, user=principal.user_id, actor=principal.actor)
 
     def org_list(self, principal: Principal) -> dict[str, Any]:
         _account(principal, "listing orgs", level=None)
@@ -652,9 +645,6 @@ class AccountOps:
         return self.store.run(tx, write=True, tenant=tenant, user=principal.user_id, actor=principal.actor)
 
     # -- helpers ------------------------------------------------------------------------------
-    def _org_tx(self, principal: Principal, tenant: str, fn, write: bool = True):  # type: ignore[no-untyped-def]
-        return self.store.run(fn, write=write, tenant=tenant, user=principal.user_id, actor=principal.actor)
-
     def _in_org(self, principal: Principal, slug: str, what: str, fn, *, write: bool = True, level: str | None = ADMIN):  # type: ignore[no-untyped-def]
         """Run ``fn(conn, tenant, my_role)`` in the org's tenant; a non-member learns nothing about it."""
         tenant = roles.org_tenant(slug)
@@ -666,7 +656,7 @@ class AccountOps:
                 raise CairnError("NOT_FOUND", f"no org {slug!r} that you belong to")
             return fn(conn, tenant, role)
 
-        return self._org_tx(principal, tenant, tx, write=write)
+        return self.store.run(tx, write=write, tenant=tenant, user=principal.user_id, actor=principal.actor)
 
 
 # -- module helpers ------------------------------------------------------------------------------

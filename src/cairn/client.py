@@ -69,14 +69,25 @@ def call(
     session: str | None = None,
     human: bool = False,
     db: str | None = None,
+    url: str | None = None,
 ) -> dict[str, Any]:
     """Run ``op`` and return its data, or raise ``CairnError`` with the service's code.
 
     ``db`` is a database URL (``--db``); without it ``CAIRN_DATABASE_URL``, else the home's SQLite
     file. The daemon answers only for the database it serves; for any other the work runs here.
+    ``url`` (``--url``, else ``CAIRN_URL``) sends it to a remote Cairn's HTTP API instead.
     """
-    home_path = resolve_home(home)
+    from cairn.remote import configured_url
+
     session = session or os.environ.get("CAIRN_SESSION") or None
+    remote = configured_url(url)
+    if remote is not None:
+        if (db or "").strip():
+            raise CairnError("INVALID_INPUT", "give --db (a database) or --url (a Cairn server), not both")
+        data = remote_call(remote, op, params, session)
+        data["served_by"] = "remote"
+        return data
+    home_path = resolve_home(home)
     db = (db or "").strip() or os.environ.get("CAIRN_DATABASE_URL", "").strip() or None
     # A token names its own account and tenant: the local daemon serves its owner's local
     # principal only, so a token's request is resolved and served here (the HTTP server, issue 6,
@@ -98,6 +109,25 @@ def call(
     data = in_process(op, params, home_path, session, human, db)
     data["served_by"] = "process"
     return data
+
+
+def remote_call(url: str, op: str, params: dict[str, Any], session: str | None) -> dict[str, Any]:
+    """The hot-path operations against a remote Cairn: the working context (git checkout of
+    ``cwd``) is found here, where the checkout is; the server ranks with its own settings."""
+    from cairn.daemon.ops import OPS, where
+    from cairn.remote import RemoteCairn
+
+    if op not in OPS or op == "ping":
+        raise CairnError("INVALID_INPUT", f"unknown operation {op!r} for a remote Cairn")
+    svc = RemoteCairn(url, os.environ.get("CAIRN_TOKEN", "").strip(), session)
+    repo, branch, project, _ = where(params)
+    if op == "context":
+        opts = {k: params.get(k) for k in ("task", "max_chars", "loop_cap")}
+        return svc.context(None, repo=repo, branch=branch, project=project, **opts)
+    text = params.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise CairnError("INVALID_INPUT", "no failure text: pass --text or pipe the output on stdin")
+    return svc.recall(None, text[-8000:], scopes=params.get("scopes"), repo=repo, branch=branch, project=project)
 
 
 def _codes() -> dict[str, Any]:

@@ -12,13 +12,12 @@ not path segments: a scope contains ``::`` and ``/``.
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from cairn.api.problems import MEDIA_TYPE, from_error, problem
 from cairn.core.principal import Principal
@@ -27,6 +26,10 @@ from cairn.errors import CairnError
 from cairn.service.api import Cairn
 
 MAX_BODY_BYTES = 256 * 1024  # a lesson value is at most 64 KiB; room for the other fields, not for abuse
+# An NDJSON import is one file in one request, so it imports exactly as a local `cairn import` does
+# (every line checked before any is written); a bigger backup goes in through the CLI on the host.
+MAX_IMPORT_BYTES = 64 * 1024 * 1024
+NDJSON = "application/x-ndjson"
 Scope = Annotated[
     str,
     Field(
@@ -54,6 +57,8 @@ class WriteBody(Strict):
     source_agent: Annotated[str, Field(max_length=500)] | None = None
     trigger: Annotated[str, Field(max_length=500)] | None = None
     ttl: Annotated[str, Field(max_length=20, examples=["30d"])] | None = None
+    valid_from: AwareDatetime | None = Field(None, description="When it became true in the world (ISO 8601)")
+    valid_to: AwareDatetime | None = Field(None, description="When it stopped being true (ISO 8601)")
 
 
 class AddressBody(Strict):
@@ -76,12 +81,14 @@ class SearchBody(Strict):
     branch: Annotated[str, Field(max_length=200)] | None = None
     project: Annotated[str, Field(max_length=200)] | None = None
     tag: Annotated[str, Field(max_length=64)] | None = None
+    trust: Literal["candidate", "verified"] | None = None
     limit: Annotated[int, Field(ge=1, le=100)] = 10
     mode: Literal["hybrid", "fts", "vector"] = "hybrid"
 
 
 class RecallBody(Strict):
     text: Annotated[str, Field(min_length=1, max_length=65536)]
+    scopes: list[Scope] | None = Field(None, max_length=32)
     repo: Annotated[str, Field(max_length=200)] | None = None
     branch: Annotated[str, Field(max_length=200)] | None = None
     project: Annotated[str, Field(max_length=200)] | None = None
@@ -93,6 +100,7 @@ class ContextBody(Strict):
     project: Annotated[str, Field(max_length=200)] | None = None
     task: Annotated[str, Field(max_length=4000)] | None = None
     max_chars: Annotated[int, Field(ge=200, le=20000)] | None = None
+    loop_cap: Annotated[int, Field(ge=0, le=100)] | None = None
 
 
 def _principal(
@@ -111,6 +119,9 @@ def _principal(
 
 
 OrgName = Annotated[str, Path(min_length=1, max_length=64)]
+Cursor = Annotated[
+    str | None, Query(max_length=512, description="next_cursor of the previous page; omit for the first page")
+]
 UserName = Annotated[str, Path(min_length=1, max_length=64)]
 
 # Module level: with postponed annotations FastAPI resolves this name in the module's globals.
@@ -167,6 +178,11 @@ class PatternBody(Strict):
     pattern: Annotated[str, Field(min_length=1, max_length=300)]
 
 
+class PurgeBody(Strict):
+    sweep: Literal["expired", "archived"]
+    older_than: Annotated[str, Field(max_length=20, examples=["30d"])] | None = None
+
+
 class RenameBody(Strict):
     name: Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -215,11 +231,14 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
     @app.middleware("http")
     async def _body_limit(request: Request, call_next):  # type: ignore[no-untyped-def]
         length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            status, body = problem(
-                "VALUE_TOO_LARGE", f"the request body is over {MAX_BODY_BYTES} bytes", {"limit": MAX_BODY_BYTES}
-            )
+        cap = MAX_IMPORT_BYTES if _is_ndjson_import(request) else MAX_BODY_BYTES
+        if length is not None and (not length.isdigit() or int(length) > cap):
+            status, body = problem("VALUE_TOO_LARGE", f"the request body is over {cap} bytes", {"limit": cap})
             return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
+        if length is None and request.headers.get("transfer-encoding"):
+            # A chunked body has no length to check up front: refuse rather than read it unbounded.
+            _, body = problem("INVALID_INPUT", "send the request body with a Content-Length", {"limit": cap})
+            return JSONResponse(body, status_code=411, media_type=MEDIA_TYPE)
         return await call_next(request)
 
     @app.get("/v1/health", tags=["meta"])
@@ -240,8 +259,8 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         p: Caller,
         scope: Annotated[str, Query(max_length=300)],
         key: Annotated[str, Query(max_length=200)],
-        as_of: datetime | None = None,
-        valid_at: datetime | None = None,
+        as_of: AwareDatetime | None = None,
+        valid_at: AwareDatetime | None = None,
     ) -> dict[str, Any]:
         """One lesson by address; ``as_of`` reads what Cairn held then, ``valid_at`` what was true then."""
         return svc.read(p, scope, key, as_of=as_of, valid_at=valid_at)
@@ -254,9 +273,10 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         trust: Literal["candidate", "verified", "rejected"] | None = None,
         archived: bool = False,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
+        cursor: Cursor = None,
     ) -> dict[str, Any]:
-        """Active lessons (or archived ones), newest first."""
-        return svc.list(p, scope, tag=tag, trust=trust, archived=archived, limit=limit)
+        """Active lessons (or archived ones), newest first; ``next_cursor`` fetches the next page."""
+        return svc.list(p, scope, tag=tag, trust=trust, archived=archived, limit=limit, cursor=cursor)
 
     @app.get("/v1/lesson/history", tags=["lessons"])
     def history(
@@ -289,7 +309,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
     @app.post("/v1/recall", tags=["retrieval"])
     def recall(body: RecallBody, p: Caller) -> dict[str, Any]:
         """At most a few lessons that fit an error text, or none when nothing clears the relevance floor."""
-        return svc.recall(p, body.text, repo=body.repo, branch=body.branch, project=body.project)
+        return svc.recall(p, body.text, scopes=body.scopes, repo=body.repo, branch=body.branch, project=body.project)
 
     @app.post("/v1/context", tags=["retrieval"])
     def context(body: ContextBody, p: Caller) -> dict[str, Any]:
@@ -297,13 +317,29 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         return svc.context(p, **body.model_dump())
 
     @app.get("/v1/audit", tags=["audit"])
-    def audit(p: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> dict[str, Any]:
-        return svc.audit(p, limit=limit)
+    def audit(
+        p: Caller,
+        scope: Annotated[str | None, Query(max_length=300, description="with key: one lesson's entries")] = None,
+        key: Annotated[str | None, Query(max_length=200)] = None,
+        since: AwareDatetime | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+        cursor: Cursor = None,
+    ) -> dict[str, Any]:
+        """The newest entries, oldest first within a page; ``next_cursor`` pages back in time."""
+        return svc.audit(p, scope=scope, key=key, since=since, limit=limit, cursor=cursor)
 
     @app.get("/v1/audit/verify", tags=["audit"])
     def audit_verify(p: Caller) -> dict[str, Any]:
         """Re-hash the tenant's audit chain; ``ok`` false names the first broken link."""
         return svc.audit_verify(p)
+
+    @app.post("/v1/purge", tags=["lessons"])
+    def purge(body: PurgeBody, p: Caller) -> dict[str, Any]:
+        """Hard-erase expired lessons, or archived ones past retention (admin); the audit keeps hashes only."""
+        from cairn.core.timeparse import parse_duration
+
+        older = parse_duration(body.older_than, code="INVALID_INPUT") if body.older_than else None
+        return svc.purge(p, expired=body.sweep == "expired", archived=body.sweep == "archived", older_than=older)
 
     # -- more lesson operations ----------------------------------------------------------------
     @app.post("/v1/lesson/supersede", tags=["lessons"])
@@ -341,8 +377,13 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         return svc.neighborhood(p, scope, key, depth=depth, budget=budget)
 
     @app.get("/v1/tombstones", tags=["lessons"])
-    def tombstones(p: Caller, include_lifted: bool = False) -> dict[str, Any]:
-        return svc.tombstones(p, include_lifted=include_lifted)
+    def tombstones(
+        p: Caller,
+        include_lifted: bool = False,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        cursor: Cursor = None,
+    ) -> dict[str, Any]:
+        return svc.tombstones(p, include_lifted=include_lifted, limit=limit, cursor=cursor)
 
     @app.post("/v1/tombstones/lift", tags=["lessons"])
     def unforget(body: UnforgetBody, p: Caller) -> dict[str, Any]:
@@ -354,8 +395,10 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         p: Caller,
         scope: Annotated[str | None, Query(max_length=300)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
+        cursor: Cursor = None,
     ) -> dict[str, Any]:
-        return svc.review_queue(p, scope=scope, limit=limit)
+        """Candidates awaiting review, oldest first."""
+        return svc.review_queue(p, scope=scope, limit=limit, cursor=cursor)
 
     @app.post("/v1/review/verify", tags=["review"])
     def review_verify(body: AddressBody, p: Caller) -> dict[str, Any]:
@@ -365,17 +408,60 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
     def review_reject(body: ForgetBody, p: Caller) -> dict[str, Any]:
         return svc.reject(p, body.scope, body.key, body.reason)
 
-    @app.get("/v1/export", tags=["transfer"])
+    @app.get(
+        "/v1/export",
+        tags=["transfer"],
+        responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}}, "description": "JSON or NDJSON"}},
+    )
     def export(
-        p: Caller, active: bool = False, scope: Annotated[str | None, Query(max_length=300)] = None
-    ) -> dict[str, Any]:
-        """The lossless JSONL export, as a list of lines (the whole tenant needs an unrestricted admin token)."""
-        return {"lines": list(svc.export(p, active_only=active, scope=scope))}
+        request: Request,
+        p: Caller,
+        active: bool = False,
+        scope: Annotated[str | None, Query(max_length=300)] = None,
+    ) -> Any:
+        """The lossless JSONL export (the whole tenant needs an unrestricted admin token).
 
-    @app.post("/v1/import", tags=["transfer"])
-    def import_(body: ImportBody, p: Caller) -> dict[str, Any]:
-        """Import JSONL lines (an export, or plain {scope, key, value} records); idempotent."""
-        return svc.import_lines(p, body.lines)
+        ``Accept: application/x-ndjson`` streams it line by line (what ``cairn --url … export``
+        uses); otherwise the answer is ``{"lines": [...]}``.
+        """
+        lines = svc.export(p, active_only=active, scope=scope)  # refusals happen here, before streaming
+        if NDJSON in (request.headers.get("accept") or ""):
+            return StreamingResponse((line + "\n" for line in lines), media_type=NDJSON)
+        return {"lines": list(lines)}
+
+    @app.post(
+        "/v1/import",
+        tags=["transfer"],
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": ImportBody.model_json_schema()},
+                    NDJSON: {"schema": {"type": "string", "maxLength": MAX_IMPORT_BYTES}},
+                },
+            }
+        },
+    )
+    async def import_(request: Request, p: Caller) -> dict[str, Any]:
+        """Import JSONL (an export, or plain {scope, key, value} records); idempotent.
+
+        As ``application/json`` ``{"lines": [...]}`` up to 256 KiB, or the file itself as
+        ``application/x-ndjson`` up to 64 MiB; either way every line is checked before any is written.
+        """
+        import anyio
+
+        raw = await request.body()
+        if (request.headers.get("content-type") or "").split(";")[0].strip() == NDJSON:
+            try:
+                lines = raw.decode("utf-8").splitlines()
+            except UnicodeDecodeError:
+                raise CairnError("INVALID_INPUT", "the NDJSON body is not UTF-8 text") from None
+        else:
+            try:
+                lines = ImportBody.model_validate_json(raw).lines
+            except ValidationError as exc:
+                raise RequestValidationError(exc.errors()) from None
+        return await anyio.to_thread.run_sync(lambda: svc.import_lines(p, lines))
 
     # -- tokens, orgs, limits -------------------------------------------------------------------
     @app.post("/v1/tokens", tags=["accounts"])
@@ -386,8 +472,13 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         )
 
     @app.get("/v1/tokens", tags=["accounts"])
-    def token_list(p: Caller, org: Annotated[str | None, Query(max_length=64)] = None) -> dict[str, Any]:
-        return svc.token_list(p, org)
+    def token_list(
+        p: Caller,
+        org: Annotated[str | None, Query(max_length=64)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        cursor: Cursor = None,
+    ) -> dict[str, Any]:
+        return svc.token_list(p, org, limit=limit, cursor=cursor)
 
     @app.post("/v1/tokens/{token_id}/revoke", tags=["accounts"])
     def token_revoke(token_id: Annotated[int, Path(ge=1, le=2**62)], p: Caller) -> dict[str, Any]:
@@ -428,8 +519,10 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         return svc.org_accept(p, body.code)
 
     @app.get("/v1/orgs/{org}/members", tags=["orgs"])
-    def org_members(org: OrgName, p: Caller) -> dict[str, Any]:
-        return svc.org_members(p, org)
+    def org_members(
+        org: OrgName, p: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: Cursor = None
+    ) -> dict[str, Any]:
+        return svc.org_members(p, org, limit=limit, cursor=cursor)
 
     @app.post("/v1/orgs/{org}/members/{user}/role", tags=["orgs"])
     def member_role(org: OrgName, user: UserName, body: RoleBody, p: Caller) -> dict[str, Any]:
@@ -460,11 +553,21 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         """The scopes this token's store holds lessons in, with counts (active, verified, archived)."""
         return svc.scopes(p)
 
+    @app.get("/v1/whoami", tags=["accounts"])
+    def whoami(p: Caller) -> dict[str, Any]:
+        """The token's account, store, effective permission and scope limits."""
+        return svc.whoami(p)
+
     @app.get("/v1/limits", tags=["accounts"])
     def limits(p: Caller) -> dict[str, Any]:
         return svc.limits_show(p)
 
     return app
+
+
+def _is_ndjson_import(request: Request) -> bool:
+    kind = (request.headers.get("content-type") or "").split(";")[0].strip()
+    return request.url.path == "/v1/import" and kind == NDJSON
 
 
 def _mcp_app(svc: Cairn, allowed_hosts: list[str] | None) -> tuple[Any, Any]:

@@ -163,11 +163,15 @@ def org_revoke(org: ORG, invite_id: Annotated[int, typer.Argument(help="the invi
 
 
 @org_app.command("members")
-def org_members(org: ORG) -> None:
+def org_members(
+    org: ORG,
+    limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 1000,
+    cursor: Annotated[str | None, typer.Option(help="the next_cursor a previous page printed")] = None,
+) -> None:
     """Who belongs to an org, with their roles."""
     service, p = _svc()
-    r = service.org_members(p, org)
-    _ok(r, _table(r["members"], ["user", "role", "since"], "no members"))
+    r = service.org_members(p, org, limit=limit, cursor=cursor)
+    _ok(r, _table(r["members"], ["user", "role", "since"], "no members") + _more(r))
 
 
 @org_app.command("leave")
@@ -252,15 +256,30 @@ def token_create(
 @token_app.command("list")
 def token_list(
     org: Annotated[str | None, typer.Option(help="every token of this org (admins, owners)")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 1000,
+    cursor: Annotated[str | None, typer.Option(help="the next_cursor a previous page printed")] = None,
 ) -> None:
     """Your tokens (never their secrets), or an org's."""
     service, p = _svc()
-    r = service.token_list(p, org)
+    r = service.token_list(p, org, limit=limit, cursor=cursor)
     rows = [{**t, "scopes": ",".join(t["scope_patterns"]) or "all"} for t in r["tokens"]]
-    _ok(
-        r,
-        _table(rows, ["id", "prefix", "name", "user", "tenant", "perm", "scopes", "state", "expires_at"], "no tokens"),
-    )
+    columns = ["id", "prefix", "name", "user", "tenant", "perm", "scopes", "state", "expires_at"]
+    _ok(r, _table(rows, columns, "no tokens") + _more(r))
+
+
+def _more(r: dict[str, Any]) -> str:
+    from cairn.cli.render import more
+
+    return more(r)
+
+
+def whoami() -> None:
+    """Who this command acts as: account, store, permission, scope limits (and which server)."""
+    service, p = _svc()
+    r = service.whoami(p)
+    limits = ", ".join(r["scope_patterns"]) or "every scope"
+    where = getattr(getattr(service, "http", None), "url", None) or "the local store"
+    _ok(r, f"{r['user']} in {r['tenant']} ({r['permission']}; {limits}) on {where}")
 
 
 @token_app.command("revoke")
@@ -315,3 +334,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(token_app, name="token")
     app.add_typer(user_app, name="user")
     app.add_typer(limits_app, name="limits")
+    app.command("whoami")(whoami)

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 app = typer.Typer(
     name="cairn",
     help="Cairn: a versioned, audited memory store for coding agents. "
-    "Global flags anywhere: --json, --home DIR, --db URL, --session ID, --by-human.",
+    "Global flags anywhere: --json, --home DIR, --db URL, --url http://HOST:PORT (a remote Cairn; "
+    "with CAIRN_TOKEN), --session ID, --by-human.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -81,14 +82,41 @@ def _home() -> Path:
 
 
 def svc() -> tuple[Cairn, Principal]:
-    """Open the local store and the local principal, once per invocation."""
+    """The service and the caller, once per invocation: the local store and principal, or with
+    ``--url``/``CAIRN_URL`` a remote Cairn whose token (``CAIRN_TOKEN``) is the caller."""
     if S.svc is None:
+        remote = _remote_url()
+        if remote is not None:
+            import os
+
+            from cairn.local import TOKEN_ENV
+            from cairn.remote import RemoteCairn
+
+            S.svc = RemoteCairn(remote, os.environ.get(TOKEN_ENV, "").strip(), S.g.session)  # type: ignore[assignment]
+            return S.svc, None  # type: ignore[return-value]
         from cairn.local import open_service, principal_for
 
         S.svc = open_service(_home(), cwd=Path.cwd(), db=S.g.db)
         S.principal = principal_for(S.svc, session=S.g.session, human=S.g.human)
     assert S.principal is not None
     return S.svc, S.principal
+
+
+def _remote_url() -> str | None:
+    from cairn.remote import configured_url
+
+    url = configured_url(S.g.url)
+    if url is not None and S.g.db:
+        raise CairnError("INVALID_INPUT", "give --db (a database) or --url (a Cairn server), not both")
+    return url
+
+
+def _local_only(what: str) -> None:
+    """Commands that act on a database or this machine, never through a server's API."""
+    if _remote_url() is not None:
+        from cairn.remote import NOT_REMOTE
+
+        raise CairnError("INVALID_INPUT", f"{what} {NOT_REMOTE}")
 
 
 def _value(value: str | None) -> str:
@@ -149,6 +177,9 @@ FromOpt = Annotated[str | None, typer.Option("--valid-from", help="ISO 8601: whe
 ToOpt = Annotated[str | None, typer.Option("--valid-to", help="ISO 8601: when it stopped being true")]
 
 
+CursorOpt = Annotated[str | None, typer.Option(help="Continue a list: the next_cursor a previous page printed")]
+
+
 @app.command()
 def write(
     scope: Scope,
@@ -189,10 +220,11 @@ def list_(
     trust: Annotated[str | None, typer.Option(help="candidate | verified")] = None,
     archived: Annotated[bool, typer.Option("--archived", help="List archived lessons instead")] = False,
     limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 100,
+    cursor: CursorOpt = None,
 ) -> None:
     """List active lessons, newest first."""
     service, p = svc()
-    result = service.list(p, scope, tag=tag, trust=trust, archived=archived, limit=limit)
+    result = service.list(p, scope, tag=tag, trust=trust, archived=archived, limit=limit, cursor=cursor)
     S.out.ok(result, render.lesson_list(result))
 
 
@@ -276,10 +308,12 @@ def unforget(
 @app.command()
 def tombstones(
     all_: Annotated[bool, typer.Option("--all", help="Include lifted tombstones")] = False,
+    limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 1000,
+    cursor: CursorOpt = None,
 ) -> None:
-    """List tombstones."""
+    """List tombstones, oldest first."""
     service, p = svc()
-    result = service.tombstones(p, include_lifted=all_)
+    result = service.tombstones(p, include_lifted=all_, limit=limit, cursor=cursor)
     S.out.ok(result, render.tombstones(result))
 
 
@@ -351,12 +385,13 @@ def review_list(
     ctx: typer.Context,
     scope: Annotated[str | None, typer.Option(help="Only this scope")] = None,
     limit: Annotated[int, typer.Option(help="At most this many")] = 100,
+    cursor: CursorOpt = None,
 ) -> None:
-    """List candidates awaiting review (subcommands: verify, reject)."""
+    """List candidates awaiting review, oldest first (subcommands: verify, reject)."""
     if ctx.invoked_subcommand is not None:
         return
     service, p = svc()
-    result = service.review_queue(p, scope=scope, limit=limit)
+    result = service.review_queue(p, scope=scope, limit=limit, cursor=cursor)
     S.out.ok(result, render.review(result))
 
 
@@ -384,13 +419,14 @@ def audit_list(
     lesson: Annotated[tuple[str, str] | None, typer.Option("--lesson", help="SCOPE KEY")] = None,
     since: Annotated[str | None, typer.Option(help="ISO 8601 or '3d ago'")] = None,
     limit: Annotated[int, typer.Option(help="Newest N entries")] = 200,
+    cursor: CursorOpt = None,
 ) -> None:
     """Every mutation with actor, action and versions before/after (subcommand: verify)."""
     if ctx.invoked_subcommand is not None:
         return
     service, p = svc()
     scope, key = lesson if lesson and lesson[0] else (None, None)
-    result = service.audit(p, scope=scope, key=key, since=_time(since), limit=limit)
+    result = service.audit(p, scope=scope, key=key, since=_time(since), limit=limit, cursor=cursor)
     S.out.ok(result, render.audit(result))
 
 
@@ -499,6 +535,7 @@ def db_default(ctx: typer.Context) -> None:
 @db_app.command("status")
 def db_status() -> None:
     """Which database this command uses and whether its schema is current (changes nothing)."""
+    _local_only("cairn db status")
     from cairn.local import database_url
     from cairn.store.engine import Store, redact_url
     from cairn.store.migrations import HEAD
@@ -527,6 +564,7 @@ def db_status() -> None:
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Run the schema migrations up to the newest revision (the same history on SQLite and Postgres)."""
+    _local_only("cairn db upgrade")
     from cairn.local import database_url
     from cairn.store.engine import Store, redact_url
     from cairn.store.migrations import HEAD
@@ -558,6 +596,7 @@ def serve(
     """Run the local daemon: keeps store, index and model warm for hooks; runs the sweeps. Ctrl-C stops."""
     from cairn.daemon.server import Daemon
 
+    _local_only("cairn serve")
     stats = Daemon(_home(), db=S.g.db).serve(warm=not no_warm, sweeps=not no_sweep, http=(host, port) if http else None)
     S.out.ok(stats, f"cairn serve stopped after {stats['requests']} request(s)")
     return 0
@@ -634,11 +673,17 @@ _register_account_commands()
 
 @app.command("mcp")
 def mcp_stdio() -> None:
-    """Serve Cairn's tools over MCP on stdio (for an agent host); the caller is CAIRN_TOKEN's account, else local."""
-    from cairn.local import principal_for
+    """Serve Cairn's tools over MCP on stdio (for an agent host). The caller is CAIRN_TOKEN's account,
+    else local; with --url (or CAIRN_URL) the tools call that remote Cairn with CAIRN_TOKEN."""
     from cairn.mcp.server import build
 
     service, _ = svc()
-    # Resolved per call: a token revoked mid-session stops working at its next call.
-    server = build(service, lambda: principal_for(service, session=S.g.session, human=S.g.human))
+    if _remote_url() is not None:
+        service.whoami(None)  # type: ignore[arg-type]  # a bad token or URL stops it here, with the reason
+        server = build(service, lambda: None)  # type: ignore[arg-type,return-value]  # the token is the caller
+    else:
+        from cairn.local import principal_for
+
+        # Resolved per call: a token revoked mid-session stops working at its next call.
+        server = build(service, lambda: principal_for(service, session=S.g.session, human=S.g.human))
     server.run("stdio")  # stdout is the protocol channel: no envelope is printed

@@ -76,7 +76,7 @@ def run(verb: str, argv: list[str], g: Globals, out: Output) -> int:
     params: dict[str, Any] = {"cwd": os.getcwd(), "repo": args.repo, "branch": args.branch, "project": args.project}
     if verb == "context":
         params.update(task=args.task, max_chars=args.max_chars, loop_cap=args.loop_cap)
-        data = call("context", params, home=g.home, session=g.session, human=g.human, db=g.db)
+        data = call("context", params, home=g.home, session=g.session, human=g.human, db=g.db, url=g.url)
         text = data["text"]
         if not text:  # nothing eligible: say so, within the same budget as the block
             text = f"Cairn: no lessons yet for {' → '.join(data['ladder']) or 'this ladder'}."
@@ -90,6 +90,6 @@ def run(verb: str, argv: list[str], g: Globals, out: Output) -> int:
             raise CairnError("INVALID_INPUT", "no failure text: pass --text or pipe the output on stdin")
         text = sys.stdin.read()
     params.update(text=text, scopes=args.scope)
-    data = call("recall", params, home=g.home, session=g.session, human=g.human, db=g.db)
+    data = call("recall", params, home=g.home, session=g.session, human=g.human, db=g.db, url=g.url)
     out.ok(data, data["text"])
     return 0

@@ -12,8 +12,8 @@ import os
 import sys
 
 GLOBAL_FLAGS = {"--json": "json", "--by-human": "human"}
-GLOBAL_OPTIONS = {"--home": "home", "--session": "session", "--db": "db"}
-_METAVAR = {"--home": "DIR", "--session": "ID", "--db": "URL"}
+GLOBAL_OPTIONS = {"--home": "home", "--session": "session", "--db": "db", "--url": "url"}
+_METAVAR = {"--home": "DIR", "--session": "ID", "--db": "URL", "--url": "http://HOST:PORT"}
 
 
 class Globals:
@@ -22,6 +22,7 @@ class Globals:
     home: str | None = None
     session: str | None = None
     db: str | None = None  # a database URL (else CAIRN_DATABASE_URL, else the SQLite file in the home)
+    url: str | None = None  # a remote Cairn server (else CAIRN_URL): every command goes to its HTTP API
     verb: str = "cairn"
     error: str | None = None  # a global option without its value
 

@@ -62,9 +62,14 @@ def lesson_list(r: dict[str, Any]) -> str:
     for item in rows:
         mark = "" if item["trust"] == "verified" else " [unverified]"
         lines.append(f"- ({item['scope']}) {item['key']}{mark} — {first_line(item['value'], 100)}")
-    if r.get("truncated"):
-        lines.append(f"… more; raise --limit (showing {len(rows)})")
-    return "\n".join(lines)
+    return "\n".join(lines) + more(r)
+
+
+def more(r: dict[str, Any]) -> str:
+    """The next page's hint: the same command with ``--cursor`` (nothing on the last page)."""
+    if not r.get("next_cursor"):
+        return ""
+    return f"\n… more: rerun with --cursor {r['next_cursor']}"
 
 
 def history(r: dict[str, Any]) -> str:
@@ -108,7 +113,7 @@ def tombstones(r: dict[str, Any]) -> str:
     for t in r["tombstones"]:
         lifted = f" (lifted {t['lifted_at']}: {t['lift_reason']})" if t["lifted_at"] else ""
         lines.append(f"{t['id']:>5}  {t['scope']} {t['key']} — {t['reason']}{lifted}")
-    return "\n".join(lines)
+    return "\n".join(lines) + more(r)
 
 
 def review(r: dict[str, Any]) -> str:
@@ -119,7 +124,7 @@ def review(r: dict[str, Any]) -> str:
         by = c["source_agent"] or c["created_by"]
         lines.append(f"- ({c['scope']}) {c['key']} — by {by}, seen {c['seen_count']}x — {first_line(c['value'], 90)}")
     lines.append("verify: cairn review verify SCOPE KEY · reject: cairn review reject SCOPE KEY --reason R")
-    return "\n".join(lines)
+    return "\n".join(lines) + more(r)
 
 
 def audit(r: dict[str, Any]) -> str:
@@ -132,7 +137,7 @@ def audit(r: dict[str, Any]) -> str:
         if e["version_before"] is not None or e["version_after"] is not None:
             versions = f" v{e['version_before'] or '-'}->v{e['version_after'] or '-'}"
         lines.append(f"{e['seq']:>6} {e['at']} {e['actor']:<12} {e['action']:<10}{where}{versions}")
-    return "\n".join(lines)
+    return "\n".join(lines) + more(r)
 
 
 def neighborhood(r: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 OPS = ("ping", "context", "recall")
 
 
-def _where(params: dict[str, Any]) -> tuple[str | None, str | None, str | None, Path | None]:
+def where(params: dict[str, Any]) -> tuple[str | None, str | None, str | None, Path | None]:
     """repo, branch, project: the flags given, the rest from the git checkout of ``cwd``.
 
     Detected parts fill in only when they describe the same repository as an explicit ``--repo``;
@@ -46,7 +46,7 @@ def run(svc: Cairn, principal: Principal, home: Path, op: str, params: dict[str,
     if op == "context":
         from cairn import settings as settings_mod
 
-        repo, branch, project, cwd = _where(params)
+        repo, branch, project, cwd = where(params)
         cfg = settings_mod.load(home, cwd)
         return svc.context(
             principal,
@@ -59,13 +59,9 @@ def run(svc: Cairn, principal: Principal, home: Path, op: str, params: dict[str,
             settings=cfg,
         )
     if op == "recall":
-        from cairn.core.context import recall_block
-
         text = params.get("text")
         if not isinstance(text, str) or not text.strip():
             raise CairnError("INVALID_INPUT", "no failure text: pass --text or pipe the output on stdin")
-        repo, branch, project, _ = _where(params)
-        result = svc.recall(principal, text, scopes=params.get("scopes"), repo=repo, branch=branch, project=project)
-        result["text"] = recall_block(result["lessons"])
-        return result
+        repo, branch, project, _ = where(params)
+        return svc.recall(principal, text, scopes=params.get("scopes"), repo=repo, branch=branch, project=project)
     raise CairnError("INVALID_INPUT", f"unknown operation {op!r}; the daemon serves {', '.join(OPS)}")

@@ -30,6 +30,7 @@ from cairn.core.scope import normalize_pattern, scope_matches, validate_scope
 from cairn.core.timeparse import format_time, parse_ttl, utcnow
 from cairn.errors import CairnError
 from cairn.service import audit, limits
+from cairn.service.records import paged
 from cairn.settings import Settings
 from cairn.store.engine import Store, enter_tenant, set_caller
 from cairn.store.schema import invites, lessons, memberships, scope_bindings, tenant_limits, tenants, tokens, users
@@ -136,6 +137,21 @@ class AccountOps:
         return self.store.run(tx, write=True, **principal.db_vars)
 
     # -- accounts (the operator) -------------------------------------------------------------
+    def whoami(self, principal: Principal) -> dict[str, Any]:
+        """Who a request acts as: account, store (tenant), effective permission and scope limits.
+
+        Answers from the principal the token resolved to, so it reads nothing more and tells a
+        caller (a remote CLI, an MCP client) what the server will let it do before it tries.
+        """
+        return {
+            "user": principal.user_id,
+            "tenant": principal.tenant_id,
+            "actor": principal.actor,
+            "permission": principal.level,
+            "scope_patterns": list(principal.scope_patterns),
+            "token_id": principal.token_id,
+        }
+
     def create_user(self, principal: Principal, name: str) -> dict[str, Any]:
         """A new account with its personal tenant and a first admin token (shown once).
 
@@ -373,15 +389,21 @@ class AccountOps:
         return self._in_org(principal, slug, "revoking an invite", tx)
 
     # -- members ------------------------------------------------------------------------------
-    def org_members(self, principal: Principal, slug: str) -> dict[str, Any]:
+    def org_members(
+        self, principal: Principal, slug: str, *, limit: int = 1000, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """The org's members by name, a page at a time (``next_cursor`` continues)."""
+        _page_limit(limit)
+
         def tx(conn: Connection, tenant: str, role: str | None) -> dict[str, Any]:
             roles.require_role(role, roles.VIEWER, "listing members")
-            rows = conn.execute(
-                select(memberships.c.user_id, memberships.c.role, memberships.c.created_at)
-                .where(memberships.c.tenant_id == tenant)
-                .order_by(memberships.c.user_id)
-            ).all()
-            return {"org": slug, "members": [{"user": u, "role": r, "since": format_time(t)} for u, r, t in rows]}
+            q = select(memberships.c.user_id, memberships.c.role, memberships.c.created_at).where(
+                memberships.c.tenant_id == tenant
+            )
+            order = ((memberships.c.user_id, False),)
+            rows, after = paged(conn, principal, q, order, limit, kind="members", cursor=cursor, scoped=False)
+            members = [{"user": r["user_id"], "role": r["role"], "since": format_time(r["created_at"])} for r in rows]
+            return {"org": slug, "members": members, "next_cursor": after}
 
         return self._in_org(principal, slug, "listing members", tx, write=False)
 
@@ -526,13 +548,16 @@ class AccountOps:
 
         return self.store.run(tx, write=True, tenant=tenant, user=principal.user_id, actor=principal.actor)
 
-    def token_list(self, principal: Principal, org: str | None = None) -> dict[str, Any]:
-        """Your own tokens; with ``org``, every token of the org (admins and owners)."""
+    def token_list(
+        self, principal: Principal, org: str | None = None, *, limit: int = 1000, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Your own tokens; with ``org``, every token of the org (admins and owners). Paged by id."""
         _account(principal, "listing tokens", level=None)
         tenant = roles.org_tenant(org) if org else None
+        _page_limit(limit)
 
         def tx(conn: Connection) -> dict[str, Any]:
-            q = select(tokens).order_by(tokens.c.id)
+            q = select(tokens)
             if tenant is not None:
                 roles.require_role(
                     _role(conn, tenant, principal.user_id or ""), roles.ADMIN_ROLE, "listing an org's tokens"
@@ -541,7 +566,10 @@ class AccountOps:
             else:
                 q = q.where(tokens.c.user_id == principal.user_id)
             now = utcnow()
-            return {"tokens": [_token_public(r, r["id"], now) for r in conn.execute(q).mappings()]}
+            rows, after = paged(
+                conn, principal, q, ((tokens.c.id, False),), limit, kind="tokens", cursor=cursor, scoped=False
+            )
+            return {"tokens": [_token_public(r, r["id"], now) for r in rows], "next_cursor": after}
 
         return self.store.run(tx, write=False, tenant=tenant, user=principal.user_id, actor=principal.actor)
 
@@ -681,6 +709,11 @@ def _bound(conn: Connection, principal: Principal, scope: str) -> Principal:
             if WRITE in perms:
                 return principal.with_tenant(tenant, perms)
     return principal
+
+
+def _page_limit(limit: int) -> None:
+    if not 1 <= limit <= 10_000:
+        raise CairnError("INVALID_INPUT", f"limit must be between 1 and 10000, got {limit}")
 
 
 def _operator(principal: Principal, what: str) -> None:

@@ -13,7 +13,7 @@ from cairn.core.principal import ADMIN, READ, Principal
 from cairn.core.scope import validate_scope
 from cairn.errors import CairnError
 from cairn.service import audit
-from cairn.service.records import visible_rows
+from cairn.service.records import paged
 from cairn.store.engine import Store
 from cairn.store.schema import audit_log
 
@@ -29,7 +29,9 @@ class LedgerOps:
         key: str | None = None,
         since: datetime | None = None,
         limit: int = 200,
+        cursor: str | None = None,
     ) -> dict[str, Any]:
+        """The newest ``limit`` entries, oldest first within the page; ``next_cursor`` pages back in time."""
         principal.require(READ)
         if (scope is None) != (key is None):
             raise CairnError("INVALID_INPUT", "--lesson takes both SCOPE and KEY")
@@ -45,8 +47,9 @@ class LedgerOps:
                 q = q.where(audit_log.c.scope == scope, audit_log.c.key == key)
             if since is not None:
                 q = q.where(audit_log.c.at >= since)
-            rows = visible_rows(conn, principal, q.order_by(audit_log.c.seq.desc()), limit, unscoped_ok=True)
-            return {"entries": [audit.public(r) for r in reversed(rows)]}
+            order = ((audit_log.c.seq, True),)
+            rows, after = paged(conn, principal, q, order, limit, kind="audit", cursor=cursor, unscoped_ok=True)
+            return {"entries": [audit.public(r) for r in reversed(rows)], "next_cursor": after}
 
         return self.store.run(tx, write=False, **principal.db_vars)
 

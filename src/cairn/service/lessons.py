@@ -30,7 +30,7 @@ from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.service import limits
 from cairn.service.mutate import apply
-from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, public, status, visible_rows
+from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, paged, public, status
 from cairn.service.tombstones import check_tombstones
 from cairn.settings import Settings
 from cairn.store.engine import Store
@@ -408,8 +408,12 @@ class LessonOps:
         trust: str | None = None,
         archived: bool = False,
         limit: int = 100,
+        cursor: str | None = None,
     ) -> dict[str, Any]:
-        """Active lessons of one scope (or all visible scopes), newest first; archived ones on request."""
+        """Active lessons of one scope (or all visible scopes), newest first; archived ones on request.
+
+        ``next_cursor`` continues the list (None on the last page); ``truncated`` says the same.
+        """
         principal.require(READ)
         if scope is not None:
             scope = validate_scope(scope)
@@ -443,12 +447,10 @@ class LessonOps:
                         )
                     )
                 )
-            ordered = q.order_by(lessons.c.updated_at.desc(), lessons.c.id.desc())
-            visible = visible_rows(conn, principal, ordered, limit + 1)
-            return {
-                "lessons": [public(r, now) for r in visible[:limit]],
-                "truncated": len(visible) > limit,
-            }
+            kind = "archived" if archived else "lessons"
+            order = ((lessons.c.updated_at, True), (lessons.c.id, True))
+            rows, after = paged(conn, principal, q, order, limit, kind=kind, cursor=cursor)
+            return {"lessons": [public(r, now) for r in rows], "truncated": after is not None, "next_cursor": after}
 
         return self.store.run(tx, write=False, **principal.db_vars)
 

@@ -16,9 +16,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import ColumnElement
 
+from cairn.core import cursor as cursors
 from cairn.core.principal import Principal
 from cairn.core.timeparse import format_time
 from cairn.store.schema import lessons
+from cairn.store.types import UTCDateTime
 
 KINDS = ("lesson", "fact", "preference", "reference")
 TRUST = ("candidate", "verified", "rejected")
@@ -78,6 +80,57 @@ def visible_rows(
             break
         offset += page
     return out[:limit]
+
+
+Order = tuple[tuple[ColumnElement[Any], bool], ...]  # (column, descending) pairs; the last is unique
+
+
+def paged(
+    conn: Connection,
+    principal: Principal,
+    query: Select[Any],
+    order: Order,
+    limit: int,
+    *,
+    kind: str,
+    cursor: str | None,
+    unscoped_ok: bool = False,
+    scoped: bool = True,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of ``query`` in ``order`` after ``cursor``, and the cursor of the next page (or None).
+
+    Keyset, not offset (see ``cairn.core.cursor``): rows written between two pages neither repeat
+    nor hide rows. One row past the page tells whether another page exists. ``scoped`` rows carry a
+    scope and pass the principal's scope filter; account rows (tokens, members) have none.
+    """
+    if cursor:
+        shape = tuple(_shape(col) for col, _ in order)
+        position = cursors.decode(kind, cursor, shape)
+        query = query.where(_after(order, position))
+    ordered = query.order_by(*[col.desc() if desc else col.asc() for col, desc in order])
+    if scoped:
+        rows = visible_rows(conn, principal, ordered, limit + 1, unscoped_ok=unscoped_ok)
+    else:
+        rows = [dict(r) for r in conn.execute(ordered.limit(limit + 1)).mappings()]
+    if len(rows) <= limit:
+        return rows, None
+    last = rows[limit - 1]
+    return rows[:limit], cursors.encode(kind, *[last[col.key] for col, _ in order])  # type: ignore[attr-defined]
+
+
+def _shape(col: ColumnElement[Any]) -> type:
+    if isinstance(col.type, UTCDateTime):
+        return datetime
+    return int if col.type.python_type is int else str
+
+
+def _after(order: Order, position: list[Any]) -> ColumnElement[bool]:
+    """Strictly after ``position`` in ``order``: (a, b) desc is a < pa OR (a = pa AND b < pb)."""
+    (col, desc), value = order[0], position[0]
+    beyond = col < value if desc else col > value
+    if len(order) == 1:
+        return beyond
+    return or_(beyond, and_(col == value, _after(order[1:], position[1:])))
 
 
 # Hot-path statements are built once: building a SQLAlchemy statement per call (and its cache

@@ -23,6 +23,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from cairn.core.content import first_line
+from cairn.core.context import recall_block
 from cairn.core.principal import READ, Principal
 from cairn.core.ranking import clean_error, distill, distinctiveness, query_terms, rrf, snippet
 from cairn.core.scope import ladder, validate_scope
@@ -270,12 +271,13 @@ class SearchOps:
         terms = distill(text)
         cleaned = clean_error(text)
         if not terms and not cleaned:
-            return {"terms": [], "lessons": [], "floor": RECALL_FLOOR if floor is None else floor}
+            return {"terms": [], "lessons": [], "floor": RECALL_FLOOR if floor is None else floor, "text": ""}
         hits = self._hybrid(principal, terms, cleaned, scopes, repo, branch, project, None, None, 20, mode, weigh=True)
         threshold = RECALL_FLOOR if floor is None else floor
         chosen = [h for h in hits if h["relevance"] >= threshold]
         chosen.sort(key=lambda h: -h["relevance"])
-        return {"terms": terms, "lessons": chosen[:limit], "floor": threshold}
+        # The printable block travels with the answer, so every surface (hook, CLI, API, MCP) shows the same.
+        return {"terms": terms, "lessons": chosen[:limit], "floor": threshold, "text": recall_block(chosen[:limit])}
 
     def _hybrid(
         self,

@@ -20,7 +20,7 @@ from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.service import audit
 from cairn.service.mutate import apply
-from cairn.service.records import active_clause, fetch, public, visible_rows
+from cairn.service.records import active_clause, fetch, paged, public
 from cairn.store.engine import Store
 from cairn.store.schema import lessons, tombstones
 
@@ -185,25 +185,32 @@ class ForgetOps:
 
         return self.store.run(tx, write=True, **principal.db_vars)
 
-    def tombstones(self, principal: Principal, *, include_lifted: bool = False) -> dict[str, Any]:
+    def tombstones(
+        self, principal: Principal, *, include_lifted: bool = False, limit: int = 1000, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Tombstones, oldest first, a page at a time (``next_cursor`` continues)."""
         principal.require(READ)
+        _check_limit(limit)
 
         def tx(conn: Connection) -> dict[str, Any]:
             q = select(tombstones).where(tombstones.c.tenant_id == principal.tenant_id)
             if not include_lifted:
                 q = q.where(tombstones.c.lifted_at.is_(None))
-            rows = conn.execute(q.order_by(tombstones.c.id)).mappings().all()
-            return {"tombstones": [tombstone_public(dict(r)) for r in rows if principal.can_see(r["scope"])]}
+            kind = "tombstones-all" if include_lifted else "tombstones"
+            rows, after = paged(conn, principal, q, ((tombstones.c.id, False),), limit, kind=kind, cursor=cursor)
+            return {"tombstones": [tombstone_public(r) for r in rows], "next_cursor": after}
 
         return self.store.run(tx, write=False, **principal.db_vars)
 
     # -- review -------------------------------------------------------------------------------
-    def review_queue(self, principal: Principal, *, scope: str | None = None, limit: int = 100) -> dict[str, Any]:
+    def review_queue(
+        self, principal: Principal, *, scope: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Candidates awaiting review, oldest first, a page at a time (``next_cursor`` continues)."""
         principal.require(READ)
         if scope:
             scope = validate_scope(scope)
-        if not 1 <= limit <= 10_000:
-            raise CairnError("INVALID_INPUT", "limit must be between 1 and 10000")
+        _check_limit(limit)
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
@@ -212,8 +219,9 @@ class ForgetOps:
             )
             if scope:
                 q = q.where(lessons.c.scope == scope)
-            rows = visible_rows(conn, principal, q.order_by(lessons.c.created_at, lessons.c.id), limit)
-            return {"candidates": [public(r, now) for r in rows]}
+            order = ((lessons.c.created_at, False), (lessons.c.id, False))
+            rows, after = paged(conn, principal, q, order, limit, kind="review", cursor=cursor)
+            return {"candidates": [public(r, now) for r in rows], "next_cursor": after}
 
         return self.store.run(tx, write=False, **principal.db_vars)
 
@@ -237,3 +245,8 @@ class ForgetOps:
     def reject(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
         """Reject is forget: the review decision is a tombstone, not a flag."""
         return self.forget(principal, scope, key, reason)
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= 10_000:
+        raise CairnError("INVALID_INPUT", f"limit must be between 1 and 10000, got {limit}")

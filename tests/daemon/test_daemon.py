@@ -36,7 +36,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def start_daemon(home: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cairn.cli.main", "--home", str(home), *extra, "serve"],
+        [sys.executable, "-m", "cairn.cli.main", "--home", str(home), *extra, "serve", "--no-http"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

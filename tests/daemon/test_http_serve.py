@@ -1,4 +1,4 @@
-"""`cairn serve --http`: the daemon also serves the HTTP API and MCP on loopback, with tokens."""
+"""`cairn serve`: the daemon also serves the HTTP API and MCP on loopback by default, with tokens."""
 
 from __future__ import annotations
 
@@ -39,9 +39,8 @@ def test_serve_http_answers_with_the_same_store_and_tokens(cairn_home: Path) -> 
     run_cli(cairn_home, "write", "global", "served", "Served over HTTP.", env=env)
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cairn.cli.main", "--home", str(cairn_home), "serve", "--http", "--port", str(port),
-         "--no-warm"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=cairn_home,
+        [sys.executable, "-m", "cairn.cli.main", "--home", str(cairn_home), "serve", "--no-warm"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(CAIRN_HTTP_PORT=str(port)), cwd=cairn_home,
     )  # fmt: skip
     try:
         base = f"http://127.0.0.1:{port}"
@@ -62,3 +61,73 @@ def test_serve_http_answers_with_the_same_store_and_tokens(cairn_home: Path) -> 
     finally:
         code, _out, err = stop_daemon(proc)
     assert code == 0, err
+
+
+def _serve(home: Path, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cairn.cli.main", "--home", str(home), "--json", "serve", "--no-warm", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or _env(), cwd=home,
+    )  # fmt: skip
+
+
+def test_a_taken_default_port_leaves_the_socket_serving(cairn_home: Path) -> None:
+    from cairn.client import ask_daemon
+    from cairn.daemon import protocol
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _serve(cairn_home, env=_env(CAIRN_HTTP_PORT=str(port)))
+        try:
+            deadline = time.monotonic() + 90
+            answer = None
+            while time.monotonic() < deadline and answer is None:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                answer = ask_daemon(cairn_home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}})
+                time.sleep(0.1)
+            assert answer is not None and answer["ok"], "the socket must serve although the HTTP port is taken"
+            time.sleep(3)  # the HTTP thread gives up in the background; the daemon keeps running
+            assert proc.poll() is None
+        finally:
+            code, _out, err = stop_daemon(proc)
+    assert code == 0
+    assert "serving the socket only" in err
+
+
+def test_a_taken_port_the_user_chose_stops_the_start_cleanly(cairn_home: Path) -> None:
+    from cairn.daemon import protocol
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _serve(cairn_home, "--port", str(port))
+        out, _err = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    reason = json.loads(out)["reason"]
+    assert reason["code"] == "SETUP" and str(port) in reason["message"]
+    assert not Path(protocol.socket_path(cairn_home)).exists()  # nothing left behind
+    assert not (cairn_home / protocol.PID_NAME).exists()
+
+
+def test_no_http_serves_the_socket_only(cairn_home: Path) -> None:
+    port = _free_port()
+    proc = _serve(cairn_home, "--no-http", env=_env(CAIRN_HTTP_PORT=str(port)))
+    try:
+        from cairn.client import ask_daemon
+        from cairn.daemon import protocol
+
+        deadline = time.monotonic() + 90
+        while ask_daemon(cairn_home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}}) is None:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        time.sleep(1)
+        try:
+            _get(f"http://127.0.0.1:{port}/v1/health")
+            listening = True
+        except OSError:
+            listening = False
+        assert not listening
+    finally:
+        stop_daemon(proc)

@@ -589,15 +589,21 @@ def serve(
     no_sweep: Annotated[
         bool, typer.Option("--no-sweep", help="Do not erase expired/archived lessons (benchmarks, read-only use)")
     ] = False,
-    http: Annotated[bool, typer.Option("--http", help="Also serve the HTTP API and MCP (/v1, /mcp)")] = False,
+    http: Annotated[
+        bool, typer.Option("--http/--no-http", help="Serve the HTTP API and MCP (/v1, /mcp, /docs); on by default")
+    ] = True,
     host: Annotated[str, typer.Option(help="HTTP address; loopback unless you mean to expose it")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port")] = 8321,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="HTTP port (default 8321; if that is taken, socket only)")
+    ] = None,
 ) -> int:
-    """Run the local daemon: keeps store, index and model warm for hooks; runs the sweeps. Ctrl-C stops."""
-    from cairn.daemon.server import Daemon
+    """Run the daemon: keeps store, index and model warm for hooks, runs the sweeps, and serves the
+    HTTP API and MCP on loopback (http://127.0.0.1:8321). Ctrl-C stops."""
+    from cairn.daemon.server import DEFAULT_HTTP_PORT, Daemon
 
     _local_only("cairn serve")
-    stats = Daemon(_home(), db=S.g.db).serve(warm=not no_warm, sweeps=not no_sweep, http=(host, port) if http else None)
+    where = (host, port or DEFAULT_HTTP_PORT, port is not None) if http else None
+    stats = Daemon(_home(), db=S.g.db).serve(warm=not no_warm, sweeps=not no_sweep, http=where)
     S.out.ok(stats, f"cairn serve stopped after {stats['requests']} request(s)")
     return 0
 

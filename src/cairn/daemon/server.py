@@ -33,6 +33,8 @@ from cairn.local import ensure_home, open_service
 
 SWEEP_ACTOR = "cairn-serve"
 DRAIN_EVERY = float(os.environ.get("CAIRN_DRAIN_SECONDS") or 10)  # between looks at the embedding queue
+# The HTTP API and MCP, on loopback unless --host says otherwise; CAIRN_HTTP_PORT moves the default.
+DEFAULT_HTTP_PORT = int(os.environ.get("CAIRN_HTTP_PORT") or 8321)
 
 
 def _peer_uid(sock: socket.socket) -> int | None:
@@ -133,8 +135,15 @@ class Daemon:
 
     # -- serving ----------------------------------------------------------------------------
     def serve(
-        self, warm: bool = True, background: bool = True, sweeps: bool = True, http: tuple[str, int] | None = None
+        self,
+        warm: bool = True,
+        background: bool = True,
+        sweeps: bool = True,
+        http: tuple[str, int, bool] | None = None,
     ) -> dict[str, Any]:
+        """Serve until SIGTERM/SIGINT. ``http`` is (host, port, required): a port the user chose must
+        listen or the daemon does not start; the default port, when taken (another home's daemon),
+        is skipped with a note and the socket still serves hooks."""
         path = Path(protocol.socket_path(self.home))
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         for directory in {self.home, path.parent}:
@@ -178,12 +187,24 @@ class Daemon:
         pid_file = self.home / protocol.PID_NAME
         pid_file.write_text(f"{os.getpid()}\n", encoding="utf-8")
 
-        web = self._start_http(*http) if http else None
+        web: list[Any] = []  # the uvicorn server once it listens
+        if http and http[2]:
+            try:
+                web.append(self._start_http(http[0], http[1]))
+            except CairnError:
+                server.server_close()
+                path.unlink(missing_ok=True)
+                pid_file.unlink(missing_ok=True)
+                raise
+        elif http:
+            # The default port: hooks must not wait for the HTTP stack to import, and a taken port
+            # (another home's daemon) is a note, not a failure.
+            threading.Thread(target=self._http_in_background, args=(http[0], http[1], web), daemon=True).start()
 
         def stop(_signum: int, _frame: Any) -> None:
             self.stopping.set()
-            if web is not None:
-                web.should_exit = True
+            for w in web:
+                w.should_exit = True
             threading.Thread(target=server.shutdown, daemon=True).start()
 
         signal.signal(signal.SIGTERM, stop)
@@ -227,6 +248,14 @@ class Daemon:
             raise CairnError("SETUP", f"the HTTP API could not listen on {host}:{port} (in use, or not allowed)")
         self.log(f"HTTP API and MCP on http://{host}:{port} (/v1, /mcp, /docs)")
         return web
+
+    def _http_in_background(self, host: str, port: int, web: list[Any]) -> None:
+        try:
+            web.append(self._start_http(host, port))
+        except CairnError as exc:
+            self.log(f"{exc.message}; serving the socket only (choose a port with --port)")
+        except Exception as exc:  # noqa: BLE001 - the socket keeps serving hooks
+            self.log(f"the HTTP API did not start ({type(exc).__name__}); serving the socket only")
 
     def _warm_quietly(self) -> None:
         try:

@@ -45,7 +45,10 @@ Scope = Annotated[
     ),
 ]
 Key = Annotated[str, Field(min_length=1, max_length=200, description="short kebab-case topic, e.g. docker-build-cache")]
-Value = Annotated[str, Field(min_length=1, max_length=65536, description="the lesson: 1-3 sentences of advice")]
+# 64 KiB (UTF-8 bytes) is the service's check (VALUE_TOO_LARGE): shown in the schema, not enforced here.
+Value = Annotated[
+    str, Field(min_length=1, json_schema_extra={"maxLength": 65536}, description="the lesson: 1-3 sentences of advice")
+]
 Repo = Annotated[str | None, Field(max_length=200, description="OWNER/REPO of the work at hand")]
 Branch = Annotated[str | None, Field(max_length=200, description="the git branch of the work at hand")]
 

@@ -1,0 +1,233 @@
+"""The CLI against a remote Cairn (``--url`` + ``CAIRN_TOKEN``) behaves as it does on a local store.
+
+One script of commands runs twice: in process on a local store, and through ``cairn serve``'s HTTP
+API on another. Each pair of envelopes must match once the values that differ by nature (times,
+chain hashes, token secrets) are masked: same data, same refusals with the same codes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.daemon.test_daemon import _env, stop_daemon
+
+ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
+HEX = re.compile(r"\b[0-9a-f]{32,64}\b")
+SECRET = re.compile(r"cairn_[A-Za-z0-9_\-]{20,}")
+EMBED = {"CAIRN_EMBED_MODEL": "hash-test-64"}  # the server runs with it too (tests/daemon _env)
+
+
+def _mask(value: Any) -> Any:
+    if isinstance(value, dict):
+        # A cursor encodes a row's timestamp and a token prefix is random, like the times masked below.
+        return {
+            k: ("<random>" if k in ("next_cursor", "prefix") and v else _mask(v))
+            for k, v in value.items()
+            if k not in ("served_by", "seconds", "elapsed_ms")
+        }
+    if isinstance(value, list):
+        return [_mask(v) for v in value]
+    if isinstance(value, str):
+        return SECRET.sub("<secret>", HEX.sub("<hash>", ISO.sub("<time>", value)))
+    return value
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Side:
+    """One way of running the CLI: a home, a token, and (remote) the server's URL."""
+
+    def __init__(self, home: Path, token: str, url: str | None) -> None:
+        self.home, self.token, self.url = home, token, url
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        extra = ("--url", self.url) if self.url else ()
+        env = {"CAIRN_TOKEN": self.token, "CAIRN_NO_DAEMON": "1", "CAIRN_ACTOR": "agent-a", **EMBED}
+        return run_cli(self.home, "--json", *extra, *args, stdin=stdin, env=env)
+
+    def envelope(self, *args: str, stdin: str | None = None) -> dict[str, Any]:
+        proc = self.run(*args, stdin=stdin)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 1, (args, proc.stdout, proc.stderr)
+        return json.loads(lines[0])
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side]]:
+    local_home = tmp_path_factory.mktemp("local")
+    served_home = tmp_path_factory.mktemp("served")
+    tokens = []
+    for home in (local_home, served_home):
+        made = json.loads(run_cli(home, "--json", "user", "create", "alice").stdout)
+        tokens.append(made["data"]["token"])
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cairn.cli.main", "--home", str(served_home), "serve", "--no-warm", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=served_home,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        try:
+            with urllib.request.urlopen(url + "/v1/health", timeout=5):
+                break
+        except OSError:
+            assert time.monotonic() < deadline, "cairn serve did not answer"
+            time.sleep(0.2)
+    try:
+        yield Side(local_home, tokens[0], None), Side(served_home, tokens[1], url)
+    finally:
+        stop_daemon(proc)
+
+
+SCRIPT: list[tuple[str, ...]] = [
+    ("write", "repo::acme/api", "retry-budget", "Cap retries at three; the gateway times out at 30 s.", "--tag", "net"),
+    ("write", "repo::acme/api", "retry-budget", "Cap retries at three; the gateway times out at 30 s.", "--tag", "net"),
+    ("write", "repo::acme/api", "retry-budget", "Cap retries at two; the gateway now times out at 20 s."),
+    ("write", "global", "lockfile", "Commit the lockfile with every dependency change.", "--ttl", "30d"),
+    ("write", "repo::acme/api", "migrations", "Run migrations before the app starts, never from the app."),
+    ("read", "repo::acme/api", "retry-budget"),
+    ("list",),
+    ("list", "--limit", "1"),
+    ("history", "repo::acme/api", "retry-budget"),
+    ("diff", "repo::acme/api", "retry-budget", "1", "2"),
+    ("supersede", "global", "lockfile-v2", "Commit lockfiles; CI refuses a drifted one.", "--supersedes", "global",
+     "lockfile"),
+    ("archive", "repo::acme/api", "migrations"),
+    ("list", "--archived"),
+    ("restore", "repo::acme/api", "migrations"),
+    ("feedback", "repo::acme/api", "migrations", "helped"),
+    ("link", "repo::acme/api", "migrations", "repo::acme/api", "retry-budget"),
+    ("neighborhood", "repo::acme/api", "migrations"),
+    ("review",),
+    ("review", "verify", "repo::acme/api", "migrations"),
+    ("forget", "repo::acme/api", "retry-budget", "--reason", "wrong numbers"),
+    ("write", "global", "elsewhere", "Cap retries at two; the gateway now times out at 20 s."),  # TOMBSTONED
+    ("tombstones",),
+    ("search", "migrations before the app", "--mode", "fts"),
+    ("recall", "--text", "error: migrations ran from the app and deadlocked"),
+    ("context", "--repo", "acme/api", "--branch", "main"),
+    ("audit", "--limit", "5"),
+    ("audit", "verify"),
+    ("whoami",),
+    ("read", "nope::x", "k"),  # INVALID_SCOPE with the corrected form
+    ("read", "global", "missing"),  # NOT_FOUND
+    ("write", "global", "k", "x" * 70000),  # VALUE_TOO_LARGE
+    ("token", "create", "--perm", "read", "--name", "ci"),
+    ("token", "list"),
+    ("org", "create", "acme"),
+    ("org", "members", "acme"),
+    ("export", "-"),  # refused with --json on both sides: stdout would carry two outputs
+]
+
+
+def test_every_command_answers_the_same_through_the_server(sides: tuple[Side, Side]) -> None:
+    local, remote = sides
+    for args in SCRIPT:
+        here, there = local.envelope(*args), remote.envelope(*args)
+        assert here["status"] == there["status"], (args, here, there)
+        assert _mask(here) == _mask(there), (args, here, there)
+    # The script exercised refusals too, not only successes.
+    assert remote.envelope("read", "global", "missing")["reason"]["code"] == "NOT_FOUND"
+    assert remote.envelope("write", "global", "again", "Cap retries at two; the gateway now times out at 20 s.")[
+        "reason"
+    ]["code"] == "TOMBSTONED"
+
+
+def test_a_cursor_from_the_server_continues_the_list(sides: tuple[Side, Side]) -> None:
+    _, remote = sides
+    for i in range(5):
+        remote.envelope("write", "project::pager", f"p{i}", f"paged lesson number {i}")
+    seen: list[str] = []
+    cursor = None
+    while True:
+        args = ("list", "project::pager", "--limit", "2") + (("--cursor", cursor) if cursor else ())
+        data = remote.envelope(*args)["data"]
+        seen += [r["key"] for r in data["lessons"]]
+        cursor = data["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == [f"p{i}" for i in range(5)] and len(seen) == 5
+    # A limit over the API's page size is gathered page by page, as the local service answers it.
+    assert len(remote.envelope("list", "--limit", "700")["data"]["lessons"]) == len(
+        remote.envelope("list", "--limit", "100")["data"]["lessons"]
+    )
+
+
+def test_export_and_import_round_trip_through_the_server(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    local, remote = sides
+    backup = tmp_path / "backup.jsonl"
+    exported = remote.envelope("export", str(backup))["data"]
+    assert exported["lines"] > 0 and backup.read_text().count("\n") == exported["lines"]
+    again = remote.envelope("import", str(backup))["data"]  # idempotent: everything is already there
+    assert again["created"] == 0 and again["refused"] == [] and again["records"] > 0
+    fresh = tmp_path / "plain.jsonl"
+    fresh.write_text(
+        "\n".join(json.dumps({"scope": "project::imp", "key": f"i{i}", "value": f"imported {i}"}) for i in range(3))
+        + "\n"
+    )
+    assert remote.envelope("import", str(fresh))["data"]["created"] == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"scope": "project::imp", "key": "ok", "value": "fine"}\nnot json\n')
+    reason = remote.envelope("import", str(bad))["reason"]
+    assert reason["code"] == "INVALID_INPUT" and "line 2" in reason["message"]
+    assert remote.envelope("read", "project::imp", "ok")["reason"]["code"] == "NOT_FOUND"  # nothing imported
+    assert local.envelope("read", "project::imp", "i0")["reason"]["code"] == "NOT_FOUND"  # the other store
+
+
+def test_refusals_that_belong_to_the_client(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    _, remote = sides
+    home = tmp_path / "h"
+    home.mkdir()
+
+    def env_of(*args: str, token: str | None = "") -> dict[str, Any]:
+        env = {"CAIRN_NO_DAEMON": "1", "CAIRN_TOKEN": remote.token if token == "" else (token or "")}
+        proc = run_cli(home, "--json", *args, env=env)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return json.loads(proc.stdout)
+
+    assert env_of("--url", remote.url, "list", token=None)["reason"]["code"] == "UNAUTHENTICATED"
+    assert env_of("--url", remote.url, "list", token="cairn_forged")["reason"]["code"] == "UNAUTHENTICATED"
+    assert env_of("--url", remote.url, "context", "--repo", "a/b", token=None)["reason"]["code"] == "UNAUTHENTICATED"
+    dead = f"http://127.0.0.1:{_free_port()}"
+    unreachable = env_of("--url", dead, "list")["reason"]
+    assert unreachable["code"] == "SETUP" and dead in unreachable["message"]
+    assert env_of("--url", dead, "recall", "--text", "boom")["reason"]["code"] == "SETUP"
+    bad = env_of("--url", "127.0.0.1:8321", "list")["reason"]
+    assert bad["code"] == "INVALID_INPUT" and bad["data"]["corrected"] == "http://127.0.0.1:8321"
+    both = env_of("--url", remote.url, "--db", "sqlite:///x.db", "list")["reason"]
+    assert both["code"] == "INVALID_INPUT" and "not both" in both["message"]
+    for local_only in (("db", "status"), ("db", "upgrade"), ("serve",), ("reindex",), ("user", "create", "eve")):
+        reason = env_of("--url", remote.url, *local_only)["reason"]
+        assert reason["code"] in ("INVALID_INPUT", "FORBIDDEN") and "server's host" in reason["message"], local_only
+    # CAIRN_URL is the same as --url.
+    proc = run_cli(home, "--json", "whoami", env={"CAIRN_URL": remote.url, "CAIRN_TOKEN": remote.token})
+    assert json.loads(proc.stdout)["data"]["user"] == "alice"
+
+
+def test_a_read_only_token_is_refused_by_the_server(sides: tuple[Side, Side]) -> None:
+    _, remote = sides
+    reader = remote.envelope("token", "create", "--perm", "read")["data"]["token"]
+    ro = Side(remote.home, reader, remote.url)
+    assert ro.envelope("read", "repo::acme/api", "migrations")["status"] == "ok"
+    refused = ro.envelope("write", "global", "nope", "a read-only token cannot write this")
+    assert refused["reason"]["code"] == "FORBIDDEN"
+    assert remote.envelope("read", "global", "nope")["reason"]["code"] == "NOT_FOUND"

@@ -23,6 +23,7 @@ demo: run
 
 ## make test: lint, then the whole suite (real SQLite, real subprocesses, no mocks of our own code).
 test: setup
+	bash scripts/setup_browser.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

@@ -82,7 +82,8 @@ def test_bad_input_is_4xx_with_a_code_never_500(api: Api) -> None:
         ({"scope": S, "key": "k", "value": 5}, 400, "INVALID_INPUT"),  # wrong type
         ({"scope": S, "key": "k", "value": "v", "surprise": 1}, 400, "INVALID_INPUT"),  # unknown field
         ({"scope": S, "key": "k", "value": "v", "ttl": "soonish"}, 400, "INVALID_TTL"),
-        ({"scope": S, "key": "k", "value": "x" * 70000}, 400, "INVALID_INPUT"),  # over 64 KiB
+        ({"scope": S, "key": "k", "value": "x" * 70000}, 413, "VALUE_TOO_LARGE"),  # over 64 KiB: the service says so
+        ({"scope": S, "key": "k", "value": "é" * 40000}, 413, "VALUE_TOO_LARGE"),  # 40,000 chars, 80,000 bytes
     ]
     for body, status, code in cases:
         r = api.http("POST", "/v1/lessons", body, api.alice)
@@ -166,3 +167,63 @@ def test_the_scope_map_through_the_api_counts_only_the_tokens_store(api: Api) ->
     assert mine["repo::mapco/one"]["active"] == 1
     theirs = {s["scope"] for s in api.http("GET", "/v1/scopes", token=api.alice).body["scopes"]}
     assert "repo::mapco/one" not in theirs
+
+
+def test_lists_page_with_cursors_and_refuse_a_bad_one(api: Api) -> None:
+    for i in range(5):
+        body = {"scope": "project::paging", "key": f"p{i}", "value": f"page me {i}"}
+        api.http("POST", "/v1/lessons", body, api.alice)
+    seen, cursor = [], None
+    while True:
+        query = "/v1/lessons?scope=project::paging&limit=2" + (f"&cursor={cursor}" if cursor else "")
+        page = api.http("GET", query, token=api.alice).body
+        seen += [r["key"] for r in page["lessons"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == [f"p{i}" for i in range(5)] and len(seen) == 5
+    bad = api.http("GET", "/v1/lessons?cursor=bm9wZQ", token=api.alice)
+    assert bad.status == 400 and bad.body["code"] == "INVALID_INPUT" and "next_cursor" in bad.body["detail"]
+    other = api.http("GET", "/v1/audit?limit=1", token=api.alice).body["next_cursor"]
+    assert api.http("GET", f"/v1/lessons?cursor={other}", token=api.alice).status == 400  # another list's cursor
+
+
+def test_ndjson_import_takes_a_whole_file_and_export_streams_it(api: Api) -> None:
+    records = [{"scope": "project::bulk", "key": f"b{i}", "value": f"bulk {i} " + "y" * 900} for i in range(400)]
+    lines = [json.dumps(r) for r in records]
+    payload = ("\n".join(lines) + "\n").encode()
+    assert len(payload) > 256 * 1024  # over the JSON body limit, under the NDJSON one
+    as_json = api.http("POST", "/v1/import", {"lines": lines}, api.alice)
+    assert as_json.status == 413 and as_json.body["code"] == "VALUE_TOO_LARGE"
+    ndjson = {"Content-Type": "application/x-ndjson"}
+    done = api.http("POST", "/v1/import", raw=payload, token=api.alice, headers=ndjson)
+    assert done.status == 200 and done.body["created"] == 400
+    broken = api.http("POST", "/v1/import", raw=b'{"scope": "global", "key": "a", "value": "ok"}\n{oops\n',
+                      token=api.alice, headers=ndjson)  # fmt: skip
+    assert broken.status == 400 and "line 2" in broken.body["detail"]
+    assert api.http("GET", "/v1/lesson?scope=global&key=a", token=api.alice).status == 404  # nothing imported
+    import urllib.request
+
+    req = urllib.request.Request(
+        api.http.base + "/v1/export?scope=project::bulk",
+        headers={"Authorization": f"Bearer {api.alice}", "Accept": "application/x-ndjson"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.headers["content-type"].startswith("application/x-ndjson")
+        streamed = [json.loads(line) for line in resp.read().decode().splitlines()]
+    assert streamed[0]["type"] == "header"
+    assert sum(1 for r in streamed if r.get("type") == "lesson") == 400
+    # Bob's export has none of it.
+    assert "project::bulk" not in json.dumps(api.http("GET", "/v1/export", token=api.bob).body)
+
+
+def test_whoami_and_purge(api: Api) -> None:
+    me = api.http("GET", "/v1/whoami", token=api.alice).body
+    assert (me["user"], me["permission"], me["scope_patterns"]) == ("alice", "admin", [])
+    assert api.http("GET", "/v1/whoami", token="cairn_" + "z" * 43).status == 401
+    assert api.http("POST", "/v1/purge", {"sweep": "sometime"}, api.alice).status == 400
+    done = api.http("POST", "/v1/purge", {"sweep": "archived", "older_than": "1s"}, api.alice)
+    assert done.status == 200 and done.body["sweep"] == "archived"
+    reader = api.http("POST", "/v1/tokens", {"perm": "read"}, api.alice).body["token"]
+    refused = api.http("POST", "/v1/purge", {"sweep": "expired"}, reader)
+    assert refused.status == 403 and refused.body["code"] == "FORBIDDEN"

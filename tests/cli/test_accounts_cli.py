@@ -124,10 +124,10 @@ def test_a_token_is_shown_once_listed_without_its_secret_and_dies_when_revoked(t
     )
     env = envelope(as_json)
     assert as_json.returncode == 1
-    assert (env["status"], env["reason"]["code"]) == ("refused", "FORBIDDEN")
+    assert (env["status"], env["reason"]["code"]) == ("refused", "UNAUTHENTICATED")
     assert "revoked" in env["reason"]["message"]
     # Without --json: exit 1, the code on stderr, nothing on stdout.
-    assert as_text.returncode == 1 and as_text.stdout == "" and "FORBIDDEN" in as_text.stderr
+    assert as_text.returncode == 1 and as_text.stdout == "" and "UNAUTHENTICATED" in as_text.stderr
 
 
 def test_refusals_exit_1_with_their_code_and_change_nothing(team: Team) -> None:
@@ -137,7 +137,7 @@ def test_refusals_exit_1_with_their_code_and_change_nothing(team: Team) -> None:
         lambda: team.bob.refused("INVALID_INPUT", "org", "delete", "acme"),
         lambda: team.bob.refused("FORBIDDEN", "user", "create", "mallory"),  # operator only, whatever the token
         lambda: team.carol.refused("CONFLICT", "org", "accept", team.invite_code),  # single use
-        lambda: As(team.home, "cairn_" + "x" * 43).refused("FORBIDDEN", "list"),  # an unknown token is no one
+        lambda: As(team.home, "cairn_" + "x" * 43).refused("UNAUTHENTICATED", "list"),  # an unknown token is no one
         lambda: team.bob.refused("INVALID_INPUT", "org", "delete", "acme", "--confirm", "acm"),
     )
     assert "viewer, member, admin, owner" in reasons[0]["message"]
@@ -174,7 +174,7 @@ def test_the_team_flow_on_postgres(cairn_home: Path, pg_url: str) -> None:
     assert org.ok("read", API, "retry")["lesson"]["value"] == "Retry with jitter."
     assert carol.ok("token", "revoke", str(made["id"]))["revoked"] is True
     proc = org.run("read", API, "retry", json=True)
-    assert proc.returncode == 1 and envelope(proc)["reason"]["code"] == "FORBIDDEN"
+    assert proc.returncode == 1 and envelope(proc)["reason"]["code"] == "UNAUTHENTICATED"
     assert not (cairn_home / "cairn.db").exists()  # everything went to Postgres
 
 

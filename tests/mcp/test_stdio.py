@@ -119,5 +119,5 @@ def test_an_unknown_token_stops_the_server_at_start_with_the_reason(tmp_path: Pa
         timeout=60,
     )  # fmt: skip
     assert proc.returncode == 1
-    assert "FORBIDDEN" in proc.stderr and token not in proc.stderr
+    assert "UNAUTHENTICATED" in proc.stderr and token not in proc.stderr
     assert proc.stdout == ""  # stdout is the protocol channel: nothing else is ever written there

@@ -258,7 +258,7 @@ def test_only_an_owner_deletes_the_org_and_only_with_confirm(
         assert not [(t, v) for t, v in strings_in(snapshot(store)) if text in v], text
     refused("FORBIDDEN", svc.org_accept, frank, open_code)  # its open invites were revoked
     for secret in (bob_out["token"], dave_out["token"]):
-        refused("FORBIDDEN", svc.resolve_token, secret)
+        refused("UNAUTHENTICATED", svc.resolve_token, secret)
     for p in (acme.bob, acme.carol, acme.dave, acme.erin):
         assert svc.org_list(p)["orgs"] == []
     refused("NOT_FOUND", svc.org_members, acme.bob, "acme")
@@ -280,7 +280,7 @@ def test_the_last_owner_cannot_leave_or_be_demoted_until_another_owner_exists(
     refused("FORBIDDEN", svc.org_leave, acme.carol, "acme")
     refused("FORBIDDEN", svc.member_role, acme.carol, "acme", "carol", "member")
     assert svc.org_leave(acme.bob, "acme")["left"] is True
-    refused("FORBIDDEN", svc.resolve_token, bob_token)  # leaving revokes the org tokens
+    refused("UNAUTHENTICATED", svc.resolve_token, bob_token)  # leaving revokes the org tokens
     assert svc.org_list(acme.bob)["orgs"] == []
     assert {m["user"] for m in svc.org_members(acme.carol, "acme")["members"]} == {"carol", "dave", "erin"}
 
@@ -386,11 +386,11 @@ def test_a_revoked_token_is_refused(svc: Cairn, acme: Acme) -> None:
     out = svc.token_create(acme.dave, perm="write", org="acme")
     assert svc.resolve_token(out["token"]).tenant_id == "org:acme"
     assert svc.token_revoke(acme.dave, out["token_id"])["revoked"] is True
-    err = refused("FORBIDDEN", svc.resolve_token, out["token"])
+    err = refused("UNAUTHENTICATED", svc.resolve_token, out["token"])
     assert "revoked" in err.message
     assert {t["id"]: t["state"] for t in svc.token_list(acme.dave)["tokens"]}[out["token_id"]] == "revoked"
-    refused("FORBIDDEN", svc.resolve_token, "cairn_not-a-real-token")
-    refused("FORBIDDEN", svc.resolve_token, "")
+    refused("UNAUTHENTICATED", svc.resolve_token, "cairn_not-a-real-token")
+    refused("UNAUTHENTICATED", svc.resolve_token, "")
 
 
 def test_an_expired_token_is_refused(svc: Cairn, me: Principal, clock) -> None:  # type: ignore[no-untyped-def]
@@ -400,7 +400,7 @@ def test_an_expired_token_is_refused(svc: Cairn, me: Principal, clock) -> None: 
     clock("2025-01-01T00:59:00Z")
     assert "write" in svc.resolve_token(out["token"]).permissions
     clock("2025-01-01T01:00:01Z")
-    err = refused("FORBIDDEN", svc.resolve_token, out["token"])
+    err = refused("UNAUTHENTICATED", svc.resolve_token, out["token"])
     assert "expired" in err.message
 
 
@@ -415,7 +415,7 @@ def test_demotion_disarms_a_token_at_once_and_removal_kills_it(svc: Cairn, acme:
     unchanged(store, before)
     assert svc.read(demoted, API, "first")["lesson"]["value"] == "Written while a member."
     svc.member_remove(acme.bob, "acme", "dave")
-    refused("FORBIDDEN", svc.resolve_token, secret)
+    refused("UNAUTHENTICATED", svc.resolve_token, secret)
 
 
 def test_a_read_token_cannot_write(svc: Cairn, acme: Acme, store: Store) -> None:
@@ -519,7 +519,7 @@ def test_a_member_cannot_revoke_another_members_token(svc: Cairn, acme: Acme, st
         assert svc.resolve_token(out["token"]).tenant_id == "org:acme"
     # An admin may revoke a viewer's token, and anyone their own.
     assert svc.token_revoke(acme.carol, erin_out["token_id"])["revoked"] is True
-    refused("FORBIDDEN", svc.resolve_token, erin_out["token"])
+    refused("UNAUTHENTICATED", svc.resolve_token, erin_out["token"])
     assert svc.token_revoke(acme.bob, bob_out["token_id"])["revoked"] is True
 
 

@@ -779,3 +779,21 @@ def test_lesson_text_cannot_carry_terminal_control_characters(svc: Cairn, me: Pr
     bidi = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
     bad = [ch for ch in data["text"] if (ord(ch) < 32 and ch != "\n") or 0x7F <= ord(ch) < 0xA0 or ch in bidi]
     assert bad == [], f"control characters in the block: {bad!r}"
+
+
+def test_a_server_keeps_ranking_indexes_for_a_bounded_number_of_tenants(svc: Cairn, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Many tenants on one server: the least recently used index goes, and its next context is rebuilt."""
+    monkeypatch.setenv("CAIRN_RANK_INDEXES", "2")
+    tenants = [Principal(f"t{i}", "agent") for i in range(3)]
+    for p in tenants:
+        svc.ensure_tenant(p)
+        svc.write(p, "repo::acme/api", "marker", f"Tenant {p.tenant_id} keeps its own lesson.")
+    blocks = {p.tenant_id: svc.context(p, repo="acme/api")["text"] for p in tenants}
+    assert list(svc._rank_indexes) == ["t1", "t2"]  # t0 was least recently used
+    for p in tenants:  # evicted or not, every tenant gets its own lessons and only those
+        assert f"Tenant {p.tenant_id} keeps" in blocks[p.tenant_id]
+        assert all(f"Tenant {o.tenant_id}" not in blocks[p.tenant_id] for o in tenants if o is not p)
+    svc.write(tenants[0], "repo::acme/api", "second", "Tenant t0 learned a second thing.")
+    again = svc.context(tenants[0], repo="acme/api")["text"]  # rebuilt from the store
+    assert "second thing" in again and "Tenant t1" not in again
+    assert list(svc._rank_indexes) == ["t2", "t0"]

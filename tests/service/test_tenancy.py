@@ -126,12 +126,12 @@ def test_expired_and_revoked_tokens_are_refused(svc: Cairn, pair) -> None:
     import time
 
     time.sleep(1.2)
-    assert "expired" in refused("FORBIDDEN", svc.resolve_token, made["token"]).message
+    assert "expired" in refused("UNAUTHENTICATED", svc.resolve_token, made["token"]).message
     other = svc.token_create(alice, perm="read")
     svc.token_revoke(alice, other["id"])
-    assert "revoked" in refused("FORBIDDEN", svc.resolve_token, other["token"]).message
-    refused("FORBIDDEN", svc.resolve_token, "cairn_" + "x" * 43)
-    refused("FORBIDDEN", svc.resolve_token, "not-a-token")
+    assert "revoked" in refused("UNAUTHENTICATED", svc.resolve_token, other["token"]).message
+    refused("UNAUTHENTICATED", svc.resolve_token, "cairn_" + "x" * 43)
+    refused("UNAUTHENTICATED", svc.resolve_token, "not-a-token")
     assert timedelta(seconds=1)  # expiry parsing accepts seconds
 
 

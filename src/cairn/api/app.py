@@ -114,10 +114,7 @@ def _principal(
     scheme, _, secret = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         raise CairnError("UNAUTHENTICATED", "send Authorization: Bearer <token> (create one: cairn token create)")
-    try:
-        return request.app.state.svc.resolve_token(secret.strip(), session=x_cairn_session or None)
-    except CairnError as exc:  # unknown, revoked or expired: the credential itself is the problem
-        raise CairnError("UNAUTHENTICATED", exc.message) from None
+    return request.app.state.svc.resolve_token(secret.strip(), session=x_cairn_session or None)
 
 
 OrgName = Annotated[str, Path(min_length=1, max_length=64)]
@@ -213,6 +210,9 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         lifespan=lifespan,
     )
     app.state.svc = svc
+    from cairn.web import create_web  # the dashboard; jinja loads only when the API is built
+
+    app.mount("/ui", create_web(svc))
     if mounted is not None:
         app.mount("/mcp", mounted[1])
 

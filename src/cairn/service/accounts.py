@@ -77,28 +77,32 @@ class AccountOps:
 
     # -- resolving a request ----------------------------------------------------------------
     def resolve_token(self, secret: str, *, session: str | None = None, human: bool = False) -> Principal:
-        """The principal a bearer token stands for, or FORBIDDEN. Reads only; never trusts input ids."""
+        """The principal a bearer token stands for; UNAUTHENTICATED when the credential itself is
+        the problem (malformed, unknown, revoked, expired, its account gone). Reads only; never
+        trusts input ids."""
         secret = (secret or "").strip()
         if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
-            raise CairnError("FORBIDDEN", f"not a Cairn token (they start with {TOKEN_PREFIX!r})")
+            raise CairnError("UNAUTHENTICATED", f"not a Cairn token (they start with {TOKEN_PREFIX!r})")
         digest = secret_hash(secret)
 
         def tx(conn: Connection) -> Principal:
             row = conn.execute(select(tokens).where(tokens.c.token_hash == digest)).mappings().first()
             if row is None:
-                raise CairnError("FORBIDDEN", "unknown token")
+                raise CairnError("UNAUTHENTICATED", "unknown token")
             if row["revoked_at"] is not None:
-                raise CairnError("FORBIDDEN", f"token {row['prefix']}… was revoked at {format_time(row['revoked_at'])}")
+                raise CairnError(
+                    "UNAUTHENTICATED", f"token {row['prefix']}… was revoked at {format_time(row['revoked_at'])}"
+                )
             if row["expires_at"] is not None and row["expires_at"] <= utcnow():
                 raise CairnError(
-                    "FORBIDDEN",
+                    "UNAUTHENTICATED",
                     f"token {row['prefix']}… expired at {format_time(row['expires_at'])}; create a new one",
                 )
             # Now the caller is known: let row security show its tenant's membership.
             set_caller(conn, tenant=row["tenant_id"], user=row["user_id"], token="")
             role = _role(conn, row["tenant_id"], row["user_id"])
             if role is None or _deleted(conn, row["tenant_id"]):
-                raise CairnError("FORBIDDEN", f"token {row['prefix']}…: its account is no longer a member there")
+                raise CairnError("UNAUTHENTICATED", f"token {row['prefix']}…: its account is no longer a member there")
             return Principal(
                 tenant_id=row["tenant_id"],
                 actor=row["user_id"],

@@ -13,6 +13,7 @@ from cairn.core.principal import Principal
 from cairn.core.roles import OWNER
 from cairn.core.timeparse import utcnow
 from cairn.service.accounts import AccountOps
+from cairn.service.browse import BrowseOps
 from cairn.service.context import ContextOps
 from cairn.service.graph import GraphOps
 from cairn.service.ledger import LedgerOps
@@ -28,7 +29,17 @@ from cairn.store.schema import memberships, tenants, users
 
 
 class Cairn(
-    AccountOps, ScopeOps, ContextOps, LifecycleOps, ForgetOps, GraphOps, PurgeOps, LedgerOps, TransferOps, SearchOps
+    AccountOps,
+    ScopeOps,
+    BrowseOps,
+    ContextOps,
+    LifecycleOps,
+    ForgetOps,
+    GraphOps,
+    PurgeOps,
+    LedgerOps,
+    TransferOps,
+    SearchOps,
 ):
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store

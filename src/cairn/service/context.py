@@ -16,6 +16,8 @@ is found by its words only.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -52,14 +54,33 @@ def top_set_size(max_chars: int) -> int:
     return max(100, max_chars // 30)
 
 
+def max_rank_indexes() -> int:
+    import os
+
+    raw = os.environ.get("CAIRN_RANK_INDEXES", "").strip()
+    return max(1, int(raw)) if raw.isdigit() else 64
+
+
 class ContextOps:
     store: Store
 
     def _rank_index(self, tenant_id: str) -> RankIndex:
-        indexes: dict[str, RankIndex] = self.__dict__.setdefault("_rank_indexes", {})
-        idx = indexes.get(tenant_id)
-        if idx is None:
-            idx = indexes[tenant_id] = RankIndex(tenant_id)
+        """The tenant's in-memory ranking index, kept for the most recently served tenants only.
+
+        A server answers many tenants; each index holds every active lesson's features (~100 bytes
+        a lesson plus its vector codes), so they are bounded in number (``CAIRN_RANK_INDEXES``,
+        default 64), least recently used first out. An evicted tenant's next context reloads its
+        index from the store (about a second per 100,000 lessons) and is as correct as before.
+        """
+        cache: OrderedDict[str, RankIndex] = self.__dict__.setdefault("_rank_indexes", OrderedDict())
+        lock: threading.Lock = self.__dict__.setdefault("_rank_lock", threading.Lock())
+        with lock:
+            idx = cache.get(tenant_id)
+            if idx is None:
+                idx = cache[tenant_id] = RankIndex(tenant_id)
+            cache.move_to_end(tenant_id)
+            while len(cache) > max_rank_indexes():
+                cache.popitem(last=False)
         return idx
 
     def context(

@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## make run: a guided demo of the lesson store on a fresh embedded (SQLite) store.
+## make run: a guided tour on a fresh embedded (SQLite) store, then `cairn serve` with the dashboard on
+## it (prints the URL and a sign-in token; Ctrl-C stops). CAIRN_DEMO_NO_SERVE=1: the tour only.
 run: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 

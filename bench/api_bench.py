@@ -1,4 +1,4 @@
-"""Load the HTTP API and the MCP endpoint of `cairn serve --http` on loopback, at 60,000 lessons.
+"""Load the HTTP API and the MCP endpoint of `cairn serve` on loopback, at 60,000 lessons.
 
     .venv/bin/python bench/api_bench.py                         # 60,000 lessons, ~5 min
     .venv/bin/python bench/api_bench.py --seconds 10 --concurrency 4 --store 6000   # ad hoc

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# A guided tour of Cairn on a fresh embedded store: write, read, recurrence, supersede, forget and
-# the refused re-write, history and the audit chain. Runs against a throwaway CAIRN_HOME.
+# `make run`: a guided tour of Cairn on a fresh embedded store (write, read, recurrence, supersede,
+# forget and the refused re-write, context, history, the audit chain), then `cairn serve` with the
+# dashboard on that store, printing its URL and a sign-in token. Ctrl-C stops the server.
+#
+# The tour runs as a `demo` account with its own token, so what it writes is what the dashboard
+# shows when you sign in with that token. CAIRN_DEMO_NO_SERVE=1 stops after the tour;
+# CAIRN_DEMO_PORT picks the port (default: 8321, or the next free one).
 set -uo pipefail
 export CAIRN_HOME="${CAIRN_DEMO_HOME:-$(mktemp -d -t cairn-demo-XXXXXX)}"
 export CAIRN_ACTOR="demo-agent"
@@ -10,6 +15,12 @@ step() { printf '\n%s== %s ==%s\n' "$bold" "$1" "$off"; }
 run() { printf '%s$ %s%s\n' "$dim" "$*" "$off"; "$@"; local rc=$?; [ $rc -ne 0 ] && printf '%s(exit %s)%s\n' "$dim" "$rc" "$off"; return 0; }
 
 echo "Cairn demo — a fresh store at $CAIRN_HOME"
+
+step "An account for the demo, with its first token (the dashboard's sign-in)"
+made=$(cairn --json user create demo) || { echo "$made"; exit 2; }
+CAIRN_TOKEN=$(printf '%s' "$made" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["token"])')
+export CAIRN_TOKEN
+echo "account demo, token ${CAIRN_TOKEN:0:14}… (printed in full when the dashboard starts)"
 
 step "An agent writes a lesson (agents' lessons start as unverified candidates)"
 run cairn write repo::acme/widget docker-build-cache \
@@ -54,4 +65,38 @@ run cairn review
 run cairn audit
 run cairn audit verify
 
-printf '\nDone. Explore this store with: CAIRN_HOME=%s cairn --help\n' "$CAIRN_HOME"
+step "A few more lessons, so each dashboard tab has something in it"
+cairn write repo::acme/widget flaky-e2e "The checkout e2e test is flaky under parallel runs; run it with --workers 1." \
+  --tag ci --source-agent cursor --session s3 >/dev/null
+cairn write repo::acme/widget flaky-e2e "The checkout e2e test is flaky under parallel runs; pin --workers 1 until the fixture is isolated." \
+  --tag ci --source-agent cursor --session s4 >/dev/null
+cairn write project::widget env-files "Never commit .env files; the pre-commit hook checks for them." --tag security >/dev/null
+cairn write project::widget old-node "Use Node 18 for the widget build." --session s5 >/dev/null
+cairn archive project::widget old-node >/dev/null
+cairn write global short-lived "Staging is frozen for the release this week." --ttl 2s >/dev/null
+run cairn list
+
+if [ -n "${CAIRN_DEMO_NO_SERVE:-}" ]; then
+  printf '\nDone. Explore this store with: CAIRN_HOME=%s CAIRN_TOKEN=%s cairn --help\n' "$CAIRN_HOME" "$CAIRN_TOKEN"
+  exit 0
+fi
+
+port="${CAIRN_DEMO_PORT:-$(python3 - <<'PY'
+import socket
+for port in range(8321, 8421):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        print(port)
+        break
+PY
+)}"
+step "The dashboard"
+printf '%sDashboard: http://127.0.0.1:%s/ui/%s\n' "$bold" "$port" "$off"
+printf 'Sign in with this token: %s\n' "$CAIRN_TOKEN"
+printf 'HTTP API: http://127.0.0.1:%s/docs · MCP: http://127.0.0.1:%s/mcp/ · the store: CAIRN_HOME=%s\n' "$port" "$port" "$CAIRN_HOME"
+printf 'Ctrl-C stops the server.\n\n'
+unset CAIRN_TOKEN  # the server resolves each request's own token
+exec cairn serve --port "$port"

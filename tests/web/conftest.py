@@ -116,9 +116,8 @@ def csrf_of(html: str) -> str:
 
 def _serve(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Iterator[Web]:
     import uvicorn
-    from fastapi import FastAPI
 
-    from cairn.web import create_web
+    from cairn.api.app import create_app
 
     os.environ["CAIRN_EMBED_MODEL"] = "hash-test-64"
     url = new_store_url(request, backend, tmp)
@@ -134,8 +133,7 @@ def _serve(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Iterator[
     bob_p = svc.resolve_token(bob)
     reader = svc.token_create(alice_p, perm="read", name="read-only")["token"]
 
-    app = FastAPI()
-    app.mount("/ui", create_web(svc))
+    app = create_app(svc, mcp=False)  # the real API app, which mounts the dashboard at /ui
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

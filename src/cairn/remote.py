@@ -63,17 +63,10 @@ class Http:
         if session:
             self.headers["X-Cairn-Session"] = session
 
-    def call(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: dict[str, Any] | None = None,
-        body: Any = None,
-        raw: bytes | None = None,
-        content_type: str = "application/json",
-    ) -> Any:
-        return json.loads(self.open(method, path, query=query, body=body, raw=raw, content_type=content_type).read())
+    def call(self, method: str, path: str, **request: Any) -> Any:
+        """The server's JSON answer (``request``: as for ``open``)."""
+        with self.open(method, path, **request) as resp:
+            return json.loads(resp.read())
 
     def open(
         self,

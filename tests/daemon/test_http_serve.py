@@ -129,5 +129,8 @@ def test_no_http_serves_the_socket_only(cairn_home: Path) -> None:
         except OSError:
             listening = False
         assert not listening
+        time.sleep(1.5)  # a drain round (CAIRN_DRAIN_SECONDS=0.5 in _env) on the fresh home
     finally:
-        stop_daemon(proc)
+        code, _out, err = stop_daemon(proc)
+    assert code == 0
+    assert "failed" not in err, err  # a fresh home (no store yet) must not make the background work fail

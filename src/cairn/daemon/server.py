@@ -119,6 +119,10 @@ class Daemon:
     def _background(self) -> None:
         """Sweeps at start and then every ``serve.sweep_minutes``; the embedding queue every few seconds."""
         next_sweep = 0.0
+        try:  # a fresh home has no local store yet; the embedding state row needs its tenant
+            self.svc.ensure_tenant(local_principal(actor=SWEEP_ACTOR))
+        except CairnError as exc:
+            self.log(f"cannot open the local store: {exc.code}")
         while not self.stopping.is_set():
             if self.sweeps and time.monotonic() >= next_sweep:
                 self.sweep()

@@ -70,7 +70,8 @@ def refused(exc: CairnError) -> CallToolResult:
 
 def build(svc: Cairn, caller: Callable[[], Principal], *, auth: dict[str, Any] | None = None) -> MCPServer:
     """The server with every tool; ``caller`` returns the principal of the current call."""
-    mcp = MCPServer("cairn", instructions=INSTRUCTIONS, **(auth or {}))
+    # WARNING: the SDK logs every session start at INFO, which would fill a server's log.
+    mcp = MCPServer("cairn", instructions=INSTRUCTIONS, log_level="WARNING", **(auth or {}))
 
     def run(fn: Callable[[Principal], dict[str, Any]]) -> CallToolResult:
         try:

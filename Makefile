@@ -4,6 +4,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# Test workers: one per core; each file's tests stay on one worker (module fixtures start servers).
+TEST_JOBS ?= auto
 
 .PHONY: setup run demo test lint bench bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
 
@@ -26,7 +28,7 @@ demo: run
 test: setup
 	bash scripts/setup_browser.sh
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check .

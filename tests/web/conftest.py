@@ -163,9 +163,13 @@ def web_sqlite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     yield from _serve(request, "sqlite", tmp_path_factory.mktemp("web"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session: Debian's package, never a Playwright download."""
+    """One headless Chromium per module: Debian's package, never a Playwright download.
+
+    Module, not session: Playwright's sync API keeps an asyncio loop running in this thread while
+    it is started, and a later test of the same process that runs its own loop (anyio.run in the
+    MCP tests, in whatever order a parallel run hands out files) would find it busy."""
     exe = shutil.which("chromium")
     if exe is None:
         pytest.fail(

@@ -231,3 +231,20 @@ def test_a_read_only_token_is_refused_by_the_server(sides: tuple[Side, Side]) ->
     refused = ro.envelope("write", "global", "nope", "a read-only token cannot write this")
     assert refused["reason"]["code"] == "FORBIDDEN"
     assert remote.envelope("read", "global", "nope")["reason"]["code"] == "NOT_FOUND"
+
+
+def test_hooks_read_the_team_server_with_cairn_url(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    _, remote = sides
+    remote.envelope("write", "global", "hook-marker", "Remote hooks read the team server's lessons.")
+    home = tmp_path / "laptop"  # an empty local home: the answer can only come from the server
+    home.mkdir()
+    payload = {
+        "session_id": "remote-hook-1", "cwd": str(tmp_path), "hook_event_name": "SessionStart",
+        "source": "startup", "transcript_path": str(tmp_path / "t.jsonl"), "permission_mode": "default",
+    }  # fmt: skip
+    env = {"CAIRN_URL": remote.url or "", "CAIRN_TOKEN": remote.token, **EMBED}
+    proc = run_cli(home, "hook", "session-start", "--host", "claude-code", stdin=json.dumps(payload), env=env)
+    assert proc.returncode == 0, proc.stderr
+    block = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "hook-marker" in block
+    assert not (home / "cairn.db").exists()

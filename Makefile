@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # Test workers: one per core; each file's tests stay on one worker (module fixtures start servers).
 TEST_JOBS ?= auto
 
-.PHONY: setup run demo test lint bench bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
+.PHONY: setup run demo test lint screenshots bench bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -61,6 +61,11 @@ bench-search: setup
 
 bench-embed: setup
 	$(BIN)/python bench/embed_bench.py
+
+## make screenshots: docs/img/dashboard-*.png from the demo store (`make run`'s), in headless chromium.
+screenshots: setup
+	bash scripts/setup_browser.sh
+	$(BIN)/python scripts/dashboard_screenshots.py
 
 eval: setup
 	$(BIN)/python evals/run_eval.py

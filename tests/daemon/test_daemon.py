@@ -73,7 +73,9 @@ def daemon(cairn_home: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 def cli_json(home: Path, *args: str, no_daemon: bool = False) -> dict:
-    env = {"CAIRN_NO_DAEMON": "1"} if no_daemon else {}
+    # The daemon's embedding model (see _env): an in-process answer compared with the daemon's must
+    # rank with the same vectors, or "equal" holds only while the full-text arm decides alone.
+    env = {"CAIRN_EMBED_MODEL": "hash-test-64", **({"CAIRN_NO_DAEMON": "1"} if no_daemon else {})}
     proc = run_cli(home, "--json", *args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)["data"]

@@ -2,13 +2,12 @@
 
 One SQLite store and one uvicorn for the module, seeded once; each test opens its own browser
 context (its own cookie jar). Every check looks at what a person sees and at the store behind it.
-Set CAIRN_UPDATE_SCREENSHOTS=1 to refresh docs/img/dashboard-*.png (scripts/dashboard_screenshots.sh).
+The README's screenshots come from the demo store instead (make screenshots).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -19,7 +18,7 @@ from urllib.parse import quote
 import pytest
 
 from cairn.errors import CairnError
-from tests.web.conftest import ROOT, XSS, Web
+from tests.web.conftest import XSS, Web
 
 W = "repo::acme/widget"
 BULK = "repo::acme/bulk"
@@ -323,9 +322,8 @@ def test_small_screens_keep_every_tab_reachable(page_for: Any, seeded: Seeded) -
 
 
 def test_screenshots_of_the_main_pages(page_for: Any, seeded: Seeded, tmp_path: Path) -> None:
-    """Renders the main pages at a desktop width; CAIRN_UPDATE_SCREENSHOTS=1 writes them to docs/img."""
-    out = ROOT / "docs" / "img" if os.environ.get("CAIRN_UPDATE_SCREENSHOTS") == "1" else tmp_path
-    out.mkdir(parents=True, exist_ok=True)
+    """Renders the main pages at a desktop width (make screenshots does the same for the demo store)."""
+    out = tmp_path
     page = page_for(seeded.web.alice)
     shots = {
         "lessons": "/ui/lessons",

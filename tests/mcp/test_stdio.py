@@ -121,3 +121,19 @@ def test_an_unknown_token_stops_the_server_at_start_with_the_reason(tmp_path: Pa
     assert proc.returncode == 1
     assert "UNAUTHENTICATED" in proc.stderr and token not in proc.stderr
     assert proc.stdout == ""  # stdout is the protocol channel: nothing else is ever written there
+
+
+def test_list_lessons_pages_with_the_cursor(tmp_path: Path) -> None:
+    async def script(c):  # type: ignore[no-untyped-def]
+        for i in range(3):
+            await c.call_tool("write", {"scope": "global", "key": f"page-{i}", "value": f"Paged lesson {i}."})
+        first = (await c.call_tool("list_lessons", {"limit": 2})).structured_content
+        assert len(first["lessons"]) == 2 and first["next_cursor"]
+        rest = (await c.call_tool("list_lessons", {"limit": 2, "cursor": first["next_cursor"]})).structured_content
+        assert rest["next_cursor"] is None
+        keys = {r["key"] for r in first["lessons"] + rest["lessons"]}
+        assert keys == {"page-0", "page-1", "page-2"}
+        bad = await c.call_tool("list_lessons", {"cursor": "not-a-cursor"})
+        assert bad.is_error and bad.structured_content["code"] == "INVALID_INPUT"
+
+    anyio.run(_session, tmp_path, script)

@@ -51,6 +51,7 @@ Value = Annotated[
 ]
 Repo = Annotated[str | None, Field(max_length=200, description="OWNER/REPO of the work at hand")]
 Branch = Annotated[str | None, Field(max_length=200, description="the git branch of the work at hand")]
+Cursor = Annotated[str | None, Field(max_length=512, description="next_cursor of the previous page; omit at first")]
 
 
 def ok(data: dict[str, Any]) -> CallToolResult:
@@ -96,13 +97,17 @@ def build(svc: Cairn, caller: Callable[[], Principal], *, auth: dict[str, Any] |
     def read(scope: Scope, key: Key) -> CallToolResult:
         return run(lambda p: svc.read(p, scope, key))
 
-    @mcp.tool(description="List active lessons, newest first, optionally of one scope or tag.")
+    @mcp.tool(
+        description="List active lessons, newest first, optionally of one scope or tag; pass next_cursor as "
+        "cursor for the next page."
+    )
     def list_lessons(
         scope: Scope | None = None,
         tag: Annotated[str | None, Field(max_length=64)] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
+        cursor: Cursor = None,
     ) -> CallToolResult:
-        return run(lambda p: svc.list(p, scope, tag=tag, limit=limit))
+        return run(lambda p: svc.list(p, scope, tag=tag, limit=limit, cursor=cursor))
 
     @mcp.tool(description="Search lessons by meaning and words; give repo/branch to search their scope ladder.")
     def search(
@@ -174,8 +179,10 @@ def build(svc: Cairn, caller: Callable[[], Principal], *, auth: dict[str, Any] |
     def scopes() -> CallToolResult:
         return run(lambda p: svc.scopes(p))
 
-    @mcp.tool(description="Candidate lessons awaiting a person's review.")
-    def review(scope: Scope | None = None, limit: Annotated[int, Field(ge=1, le=200)] = 50) -> CallToolResult:
-        return run(lambda p: svc.review_queue(p, scope=scope, limit=limit))
+    @mcp.tool(description="Candidate lessons awaiting a person's review, oldest first (next_cursor continues).")
+    def review(
+        scope: Scope | None = None, limit: Annotated[int, Field(ge=1, le=200)] = 50, cursor: Cursor = None
+    ) -> CallToolResult:
+        return run(lambda p: svc.review_queue(p, scope=scope, limit=limit, cursor=cursor))
 
     return mcp

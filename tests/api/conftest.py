@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +16,7 @@ from cairn.service.api import Cairn
 from cairn.settings import Settings
 from cairn.store.engine import Store
 from tests.conftest import new_store_url
+from tests.http_server import serving
 
 
 @dataclass
@@ -65,8 +63,6 @@ class Api:
 def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     import os
 
-    import uvicorn
-
     from cairn.api.app import create_app
 
     os.environ["CAIRN_EMBED_MODEL"] = "hash-test-64"
@@ -79,20 +75,9 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     svc.ensure_tenant(me)
     alice = svc.create_user(me, "alice")["token"]
     bob = svc.create_user(me, "bob")["token"]
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(svc), log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
     try:
-        yield Api(Http(f"http://127.0.0.1:{port}"), svc, alice, bob, store)
+        with serving(create_app(svc)) as base:
+            yield Api(Http(base), svc, alice, bob, store)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         store.dispose()
         os.environ.pop("CAIRN_EMBED_MODEL", None)

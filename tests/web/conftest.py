@@ -11,9 +11,6 @@ import http.client
 import os
 import re
 import shutil
-import socket
-import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +24,7 @@ from cairn.service.api import Cairn
 from cairn.settings import Settings
 from cairn.store.engine import Store
 from tests.conftest import new_store_url
+from tests.http_server import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,8 +113,6 @@ def csrf_of(html: str) -> str:
 
 
 def _serve(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Iterator[Web]:
-    import uvicorn
-
     from cairn.api.app import create_app
 
     os.environ["CAIRN_EMBED_MODEL"] = "hash-test-64"
@@ -134,21 +130,10 @@ def _serve(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Iterator[
     reader = svc.token_create(alice_p, perm="read", name="read-only")["token"]
 
     app = create_app(svc, mcp=False)  # the real API app, which mounts the dashboard at /ui
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
     try:
-        yield Web(f"http://127.0.0.1:{port}", svc, store, alice, bob, reader, alice_p, bob_p)
+        with serving(app) as base:
+            yield Web(base, svc, store, alice, bob, reader, alice_p, bob_p)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         store.dispose()
         os.environ.pop("CAIRN_EMBED_MODEL", None)
 

@@ -77,10 +77,12 @@ def call(
     file. The daemon answers only for the database it serves; for any other the work runs here.
     ``url`` (``--url``, else ``CAIRN_URL``) sends it to a remote Cairn's HTTP API instead.
     """
-    from cairn.remote import configured_url
-
     session = session or os.environ.get("CAIRN_SESSION") or None
-    remote = configured_url(url)
+    remote = None
+    if (url or "").strip() or os.environ.get("CAIRN_URL", "").strip():  # the local path never loads the client
+        from cairn.remote import configured_url
+
+        remote = configured_url(url)
     if remote is not None:
         if (db or "").strip():
             raise CairnError("INVALID_INPUT", "give --db (a database) or --url (a Cairn server), not both")

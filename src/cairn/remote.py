@@ -8,21 +8,23 @@ the principal: it is the bearer token's, ``CAIRN_TOKEN``); this class only maps 
 and a problem+json refusal back to the ``CairnError`` with the same code.
 
 Standard library only (``urllib``): hooks call ``context``/``recall`` through here on every
-session start, and a remote answer must not first pay for importing an HTTP stack.
+session start, and a remote answer must not first pay for importing an HTTP stack. ``urllib.request``
+(~50 ms: http.client, email) loads only when a request is made, never on the local path.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cairn.errors import CODES, CairnError
+
+if TYPE_CHECKING:
+    import urllib.error
 
 URL_ENV = "CAIRN_URL"
 TIMEOUT = float(os.environ.get("CAIRN_HTTP_TIMEOUT") or 120)
@@ -80,6 +82,9 @@ class Http:
         accept: str = "application/json",
     ) -> Any:
         """The open response (read it, or iterate its lines); a refusal raises the server's code."""
+        import urllib.error
+        import urllib.request
+
         target = self.url + path
         params = [(k, _param(v)) for k, v in (query or {}).items() if v is not None]
         if params:

@@ -569,7 +569,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
 
 def _is_ndjson_import(request: Request) -> bool:
     kind = (request.headers.get("content-type") or "").split(";")[0].strip()
-    return request.url.path == "/v1/import" and kind == NDJSON
+    return request.scope.get("path") == "/v1/import" and kind == NDJSON
 
 
 def _mcp_app(svc: Cairn, allowed_hosts: list[str] | None) -> tuple[Any, Any]:

@@ -161,13 +161,6 @@ def search(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def recall(r: dict[str, Any]) -> str:
-    """Nothing at all when nothing cleared the floor: a hook prints this into an agent's context."""
-    from cairn.core.context import recall_block
-
-    return recall_block(r["lessons"])
-
-
 def import_result(r: dict[str, Any]) -> str:
     return (
         f"imported {r['records']} record(s): {r['created']} created, {r['updated']} updated, "

@@ -9,6 +9,7 @@ identical. ``CAIRN_NO_DAEMON=1`` forces the in-process path (benchmarks measure 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
@@ -48,8 +49,7 @@ def ask_daemon(home: str | Path, message: dict[str, Any]) -> dict[str, Any] | No
             return None
         sock.settimeout(ANSWER_TIMEOUT)
         try:
-            sock.sendall(protocol.encode(message))
-            raw = protocol.read_message(sock)
+            raw = exchange(sock, protocol.encode(message))
         except TimeoutError:
             raise CairnError("INTERNAL", f"the Cairn daemon did not answer within {ANSWER_TIMEOUT:.0f}s") from None
         except OSError:
@@ -59,6 +59,18 @@ def ask_daemon(home: str | Path, message: dict[str, Any]) -> dict[str, Any] | No
         return protocol.decode(raw)
     finally:
         sock.close()
+
+
+def exchange(sock: socket.socket, request: bytes) -> bytes:
+    """Write one request and read the answer, even when the peer answered and closed before reading it.
+
+    A daemon that refuses a connection may say so at once; the write then fails with a broken pipe
+    while the refusal already waits in the receive buffer, and that answer is what the caller needs.
+    """
+    # On a broken pipe, read whatever the peer said before it closed; no answer reads as b"".
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        sock.sendall(request)
+    return protocol.read_message(sock)
 
 
 def call(

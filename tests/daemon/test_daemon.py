@@ -148,9 +148,14 @@ def test_another_user_is_refused_even_if_the_socket_mode_is_widened() -> None:
         sock = protocol.socket_path(home)
         os.chmod(home, 0o755)
         os.chmod(sock, 0o666)
+        # The probe lets the daemon speak first: it waits until the daemon's answer is readable (or
+        # the daemon clearly waits for the request) and only then writes. A daemon that refused and
+        # closed before reading made that write fail with a broken pipe and the refusal went unread,
+        # which is what a loaded machine produced by chance; here the order is forced every run.
         probe = (
-            "import json, socket, sys\n"
+            "import json, select, socket, sys\n"
             "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "select.select([s], [], [], 3)\n"
             "s.sendall(json.dumps({'v': 1, 'op': 'context', 'params': {}}).encode() + b'\\n')\n"
             "print(s.recv(65536).decode())\n"
         )
@@ -168,6 +173,33 @@ def test_another_user_is_refused_even_if_the_socket_mode_is_widened() -> None:
     finally:
         stop_daemon(proc)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_an_answer_sent_before_the_request_is_still_read() -> None:
+    """The client reads a refusal even when the daemon answered and closed before the client wrote."""
+    from cairn.client import exchange
+
+    ours, daemon_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    refusal = {"ok": False, "error": {"code": "FORBIDDEN", "message": "not the daemon's owner", "data": None}}
+    daemon_end.sendall(protocol.encode(refusal))
+    daemon_end.close()
+    try:
+        with pytest.raises(BrokenPipeError), ours.dup() as twin:  # the interleaving itself: writing fails
+            twin.sendall(b"x" * 4096)
+        raw = exchange(ours, protocol.encode(PING))
+    finally:
+        ours.close()
+    assert protocol.decode(raw) == refusal
+
+
+def test_stopping_says_how_many_requests_once(cairn_home: Path) -> None:
+    proc = start_daemon(cairn_home)  # answered one ping, the one that saw it up
+    for _ in range(2):
+        assert cli_json(cairn_home, "context", "--repo", "acme/api")["served_by"] == "daemon"
+    code, out, err = stop_daemon(proc)
+    assert code == 0, err
+    assert (out + err).count("stopped after") == 1, (out, err)
+    assert "stopped after 3 request(s): 3 on the socket, 0 over HTTP" in out
 
 
 def test_a_second_daemon_on_the_same_home_is_refused(cairn_home: Path, daemon: subprocess.Popen[str]) -> None:

@@ -44,11 +44,14 @@ def test_serve_http_answers_with_the_same_store_and_tokens(cairn_home: Path) -> 
     )  # fmt: skip
     try:
         base = f"http://127.0.0.1:{port}"
+        answered = 0  # HTTP requests that got an answer: the daemon's own count must match
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             try:
-                if _get(base + "/v1/health")[0] == 200:
+                health = _get(base + "/v1/health")[0]
+                answered += 1
+                if health == 200:
                     break
             except OSError:
                 time.sleep(0.2)
@@ -58,9 +61,13 @@ def test_serve_http_answers_with_the_same_store_and_tokens(cairn_home: Path) -> 
         # The local account's lessons are not the token account's: tenancy holds on the daemon too.
         run_cli(cairn_home, "write", "global", "local-only", "The operator's own lesson.")
         assert _get(base + "/v1/lesson?scope=global&key=local-only", token)[0] == 404
+        answered += 3
     finally:
-        code, _out, err = stop_daemon(proc)
+        code, out, err = stop_daemon(proc)
     assert code == 0, err
+    # Stopping says what was served, once (stdout), with HTTP requests counted, not "0 request(s)".
+    assert (out + err).count("stopped after") == 1, (out, err)
+    assert f"{answered} over HTTP" in out, out
 
 
 def _serve(home: Path, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -68,6 +68,47 @@ def test_claude_session_start_injects_context_once(seeded: Runner) -> None:
     silent(seeded.hook("prompt-submit", claude("UserPromptSubmit", s, seeded.user_home, prompt="hi")))
 
 
+def _concurrently(runner: Runner, payload: dict[str, Any], copies: int = 2) -> list[str]:
+    """Start ``copies`` real hook processes for one payload before waiting for any; their stdouts."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cairn.cli.main", "hook", "session-start", "--host", "claude-code"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=runner.env(),
+            cwd=str(runner.user_home),
+        )  # fmt: skip
+        for _ in range(copies)
+    ]
+    outs = []
+    for proc in procs:
+        proc.stdin.write(json.dumps(payload))  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+    for proc in procs:  # the answers are a few kilobytes: reading one pipe cannot stall the other process
+        out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+        assert proc.wait(timeout=120) == 0 and "Traceback" not in err, err
+        outs.append(out)
+    return outs
+
+
+def test_two_session_start_hooks_at_once_inject_the_block_once(seeded: Runner) -> None:
+    """Installed twice (user and project settings, or two hosts reading one file): both hooks fire for
+    the same session at the same moment, and exactly one of them prints the block."""
+    s = sid()
+    outs = _concurrently(seeded, claude("SessionStart", s, seeded.user_home, source="startup"))
+    delivered = [o for o in outs if o]
+    assert len(delivered) == 1, outs
+    assert "frobnicate-lock" in context_of(subprocess.CompletedProcess([], 0, delivered[0], ""), "SessionStart")
+    # A compaction re-injects it, once again, however many hooks fire for it.
+    outs = _concurrently(seeded, claude("SessionStart", s, seeded.user_home, source="compact"))
+    assert len([o for o in outs if o]) == 1, outs
+    # And nothing more for a resume or the first prompt.
+    silent(seeded.hook("session-start", claude("SessionStart", s, seeded.user_home, source="resume")))
+    silent(seeded.hook("prompt-submit", claude("UserPromptSubmit", s, seeded.user_home, prompt="hi")))
+
+
 def test_claude_prompt_submit_is_the_fallback_once(seeded: Runner) -> None:
     s = sid()
     first = seeded.hook("prompt-submit", claude("UserPromptSubmit", s, seeded.user_home, prompt="fix it"))

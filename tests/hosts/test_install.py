@@ -184,6 +184,32 @@ def test_project_scope_writes_at_the_git_root(runner: Runner, tmp_path: Path) ->
         assert not (repo / rel).exists()
 
 
+def test_install_warns_when_another_scope_or_host_already_runs_cairn(runner: Runner, tmp_path: Path) -> None:
+    """A session would run both installs' hooks: the second install says where the first one is."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    first = runner.envelope("install", "claude-code", cwd=repo)["data"]
+    assert first["warnings"] == [] and first["also_installed"] == []
+    # A host that does not read Claude Code's files is not warned about them.
+    assert runner.envelope("install", "codex", cwd=repo)["data"]["warnings"] == []
+
+    proj = runner.envelope("install", "claude-code", "--project", cwd=repo)["data"]
+    user_file = str(runner.user_home / ".claude/settings.json")
+    assert [o["path"] for o in proj["also_installed"]] == [user_file]
+    assert len(proj["warnings"]) == 1 and user_file in proj["warnings"][0]
+    assert "cairn install claude-code --user --uninstall" in proj["warnings"][0]
+    # Cursor reads Claude Code's settings too: both of those files run in a Cursor session.
+    cur = runner("install", "cursor", cwd=repo)
+    assert cur.returncode == 0
+    warned = [line for line in cur.stdout.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 2 and any(user_file in w for w in warned)
+    assert any(str(repo / ".claude/settings.json") in w for w in warned)
+    # Removing one install warns about nothing; the one left is reported by the next install only.
+    assert runner.envelope("install", "claude-code", "--project", "--uninstall", cwd=repo)["data"]["warnings"] == []
+    again = runner.envelope("install", "claude-code", cwd=repo)["data"]
+    assert [o["host"] for o in again["also_installed"]] == ["cursor"]
+
+
 def test_dry_run_writes_nothing(runner: Runner) -> None:
     proc = runner("install", "claude-code", "--dry-run")
     assert proc.returncode == 0

@@ -604,7 +604,11 @@ def serve(
     _local_only("cairn serve")
     where = (host, port or DEFAULT_HTTP_PORT, port is not None) if http else None
     stats = Daemon(_home(), db=S.g.db).serve(warm=not no_warm, sweeps=not no_sweep, http=where)
-    S.out.ok(stats, f"cairn serve stopped after {stats['requests']} request(s)")
+    S.out.ok(
+        stats,
+        f"cairn serve stopped after {stats['requests']} request(s): "
+        f"{stats['socket_requests']} on the socket, {stats['http_requests']} over HTTP",
+    )
     return 0
 
 

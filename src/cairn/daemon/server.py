@@ -35,6 +35,7 @@ SWEEP_ACTOR = "cairn-serve"
 DRAIN_EVERY = float(os.environ.get("CAIRN_DRAIN_SECONDS") or 10)  # between looks at the embedding queue
 # The HTTP API and MCP, on loopback unless --host says otherwise; CAIRN_HTTP_PORT moves the default.
 DEFAULT_HTTP_PORT = int(os.environ.get("CAIRN_HTTP_PORT") or 8321)
+READ_TIMEOUT = 30.0  # seconds a connection may take to send its request (clients send at once)
 
 
 def _peer_uid(sock: socket.socket) -> int | None:
@@ -57,7 +58,10 @@ class Daemon:
         self.started = time.time()
         self.stopping = threading.Event()
         self.log = log or (lambda msg: sys.stderr.write(f"cairn serve: {msg}\n"))
-        self.requests = 0
+        # Answered requests, on the socket (hooks, context, recall) and over HTTP (API, MCP, dashboard);
+        # handler threads of both count, so under a lock.
+        self.counts = {"socket": 0, "http": 0}
+        self._count_lock = threading.Lock()
         self.sweeps = True
 
     # -- requests ---------------------------------------------------------------------------
@@ -90,8 +94,16 @@ class Daemon:
             if os.environ.get("CAIRN_DEBUG"):
                 raise
             return _error(CairnError("INTERNAL", f"unexpected {type(exc).__name__} in the daemon"))
-        self.requests += 1
         return {"ok": True, "data": data}
+
+    def count(self, channel: str) -> None:
+        with self._count_lock:
+            self.counts[channel] += 1
+
+    @property
+    def requests(self) -> int:
+        with self._count_lock:
+            return sum(self.counts.values())
 
     # -- warm-up and sweeps -----------------------------------------------------------------
     def warm(self) -> None:
@@ -168,16 +180,23 @@ class Daemon:
             def handle(self) -> None:
                 sock: socket.socket = self.request
                 uid = _peer_uid(sock)
-                if uid is not None and uid != os.getuid():
-                    sock.sendall(protocol.encode(_error(CairnError("FORBIDDEN", "not the daemon's owner"))))
-                    return
+                # Read the request before answering, even one that will be refused: a reply sent and
+                # closed before the client has written makes the client's write fail (EPIPE), and it
+                # never reads the refusal. The timeout bounds a peer that connects and never writes.
+                sock.settimeout(READ_TIMEOUT)
                 try:
                     raw = protocol.read_message(sock)
                 except (OSError, ValueError):
                     return
-                if raw:
-                    with contextlib.suppress(OSError):
-                        sock.sendall(protocol.encode(daemon.handle(raw)))
+                if uid is not None and uid != os.getuid():
+                    answer = _error(CairnError("FORBIDDEN", "not the daemon's owner"))
+                elif raw:
+                    answer = daemon.handle(raw)
+                    daemon.count("socket")
+                else:
+                    return
+                with contextlib.suppress(OSError):
+                    sock.sendall(protocol.encode(answer))
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
@@ -227,8 +246,14 @@ class Daemon:
             with contextlib.suppress(FileNotFoundError):
                 pid_file.unlink()
             self.svc.store.dispose()
-            self.log(f"stopped after {self.requests} request(s)")
-        return {"home": str(self.home), "requests": self.requests, "seconds": round(time.time() - self.started, 1)}
+        # The summary is the caller's to print (`cairn serve` prints it once, or its --json envelope).
+        return {
+            "home": str(self.home),
+            "requests": self.requests,
+            "socket_requests": self.counts["socket"],
+            "http_requests": self.counts["http"],
+            "seconds": round(time.time() - self.started, 1),
+        }
 
     def _start_http(self, host: str, port: int) -> Any:
         """The HTTP API and MCP endpoint on ``host:port``, sharing this process's warm service."""
@@ -239,9 +264,14 @@ class Daemon:
         loopback = host in ("127.0.0.1", "localhost", "::1")
         # Off loopback the DNS-rebinding guard would refuse every real host name; bearer tokens guard it.
         hosts = None if loopback else ["*"]
-        config = uvicorn.Config(
-            create_app(self.svc, allowed_hosts=hosts), host=host, port=port, log_level="warning", access_log=False
-        )
+        app = create_app(self.svc, allowed_hosts=hosts)
+
+        async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope.get("type") == "http":
+                self.count("http")
+            await app(scope, receive, send)
+
+        config = uvicorn.Config(counted, host=host, port=port, log_level="warning", access_log=False)
         web = uvicorn.Server(config)
         thread = threading.Thread(target=web.run, name="cairn-http", daemon=True)
         thread.start()

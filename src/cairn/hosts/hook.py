@@ -163,16 +163,58 @@ def _handle(ev: P.HookEvent, g: Any) -> str:
 def _session_start(
     ev: P.HookEvent, home: Path, session: str | None, state: SessionState | None, db: str | None = None
 ) -> str:
-    """The context block, once per host session; again after a compaction, which drops it from context."""
+    """The context block, once per host session; again after a compaction, which drops it from context.
+
+    The hook claims the delivery under the state file's lock *before* the work: two installs (user and
+    project settings) or two hosts reading the same settings fire two session-start hooks at the same
+    moment, and only the one that claims first builds and prints the block. A claim that fails (an
+    error, not a timeout) is released, so the prompt-submit fallback or a later start can deliver.
+    """
+    compact = ev.source == "compact"
     if state is not None:
         state.prune()
-        if ev.source != "compact" and state.read().get("context"):
+        if not _claim_start(state, compact):
             return ""
-    text = _context(ev, home, session, db)
+    try:
+        text = _context(ev, home, session, db)
+    except BaseException:
+        if state is not None:
+            with state.update() as data:
+                data.pop(_COMPACT_CLAIM if compact else _START_CLAIM, None)
+        raise
     if state is not None:
         with state.update() as data:
             data["context"] = True
     return text
+
+
+_START_CLAIM = "start_claimed"
+_COMPACT_CLAIM = "compact_claimed"
+# Two hooks for one compaction arrive within moments of each other; two compactions of one session
+# are minutes apart. A re-injection claimed within this window is the same compaction's.
+COMPACT_WINDOW_SECONDS = 60.0
+
+
+def _starting(data: dict[str, Any]) -> bool:
+    """A session-start hook claimed the block and may still be building it (within its own budget)."""
+    claimed = data.get(_START_CLAIM)
+    return isinstance(claimed, (int, float)) and 0 <= time.time() - claimed < _budget("session-start")
+
+
+def _claim_start(state: SessionState, compact: bool, now: float | None = None) -> bool:
+    """True for the one hook that delivers this session's block (or this compaction's)."""
+    now = time.time() if now is None else now
+    with state.update() as data:
+        if compact:
+            last = data.get(_COMPACT_CLAIM)
+            if isinstance(last, (int, float)) and 0 <= now - last < COMPACT_WINDOW_SECONDS:
+                return False
+            data[_COMPACT_CLAIM] = now
+            return True
+        if data.get("context") or data.get(_START_CLAIM):
+            return False
+        data[_START_CLAIM] = now
+        return True
 
 
 def _prompt_submit(
@@ -186,7 +228,7 @@ def _prompt_submit(
     if state is None:
         return ""
     with state.update() as data:
-        if data.get("context") or data.get("prompted"):
+        if data.get("context") or data.get("prompted") or _starting(data):
             return ""
         data["prompted"] = True  # claimed before the call: at most one attempt per session
     text = _context(ev, home, session, db)

@@ -115,6 +115,9 @@ def main(argv: list[str], g: Any) -> int:
     else:
         result = install(host, path, command, dry_run=opts["dry_run"])
     result["scope"] = scope
+    others = [] if opts["uninstall"] else other_installs(host, path, Path.cwd())
+    result["also_installed"] = others
+    result["warnings"] = duplicate_warnings(host, others)
     result["notes"] = notes(host, scope, path, uninstalling=opts["uninstall"])
     out = Output(json_mode=bool(getattr(g, "json", False)), verb="install")
     out.ok(result, summary(result))
@@ -480,6 +483,68 @@ def notes(host: str, scope: str, path: Path, *, uninstalling: bool) -> list[str]
     return out
 
 
+# Hosts that also run the hooks in another host's files: Cursor loads Claude Code's settings too.
+ALSO_READS: dict[str, tuple[str, ...]] = {"cursor": ("claude-code",)}
+
+
+def installed_hooks(cwd: Path) -> list[dict[str, Any]]:
+    """Every hook file, per host and scope, that holds Cairn's hooks (for doctor and the install warning)."""
+    found: list[dict[str, Any]] = []
+    seen: set[Path] = set()
+    for host in HOSTS:
+        for scope in ("user", "project"):
+            path = config_path(host, scope, cwd)
+            if path in seen:
+                continue
+            seen.add(path)
+            events = _our_events(path)
+            if events:
+                found.append({"host": host, "scope": scope, "path": str(path), "events": events})
+    return found
+
+
+def _our_events(path: Path) -> list[str]:
+    """The events under which ``path`` runs Cairn's hook (none for a missing or unreadable file)."""
+    try:
+        doc, _ = _load(path)
+    except CairnError:
+        return []
+    hooks = doc.get("hooks") if isinstance(doc, dict) else None
+    if not isinstance(hooks, dict):
+        return []
+    events = []
+    for name, groups in hooks.items():
+        probe = {name: json.loads(json.dumps(groups))}
+        if _remove_ours(probe, name):
+            events.append(name)
+    return events
+
+
+def other_installs(host: str, path: Path, cwd: Path) -> list[dict[str, Any]]:
+    """Cairn's hooks installed elsewhere that this host's sessions also run (another scope of the same
+    host, or a file of another host this one also reads): each fires for the same session."""
+    reads = {host, *ALSO_READS.get(host, ())}
+    readers = {h for h, also in ALSO_READS.items() if host in also}  # hosts that read this host's file
+    return [
+        entry
+        for entry in installed_hooks(cwd)
+        if Path(entry["path"]) != path and (entry["host"] in reads or entry["host"] in readers)
+    ]
+
+
+def duplicate_warnings(host: str, others: list[dict[str, Any]]) -> list[str]:
+    """One warning per other install: what runs twice, and how to remove the one not wanted."""
+    out = []
+    for other in others:
+        flag = "--project" if other["scope"] == "project" else "--user"
+        out.append(
+            f"Cairn's hooks are also installed for {other['host']} ({other['scope']}) in {other['path']}, "
+            f"and {host} sessions run both; each session still gets the block once, but every hook runs "
+            f"twice. Keep one: cairn install {other['host']} {flag} --uninstall"
+        )
+    return out
+
+
 def _codex_hooks_disabled(config: Path) -> str | None:
     try:
         data = tomllib.loads(config.read_text(encoding="utf-8"))
@@ -518,6 +583,7 @@ def summary(result: dict[str, Any]) -> str:
             lines.append(f"  {'would delete' if result.get('dry_run') else 'deleted'} {where}: nothing else was in it")
     else:
         lines.append(f"no Cairn hooks for {result['host']} in {where}; nothing changed")
+    lines.extend(f"warning: {w}" for w in result.get("warnings") or [])
     lines.extend(f"note: {n}" for n in result.get("notes") or [])
     return "\n".join(lines)
 

@@ -7,15 +7,25 @@ STAMP := $(VENV)/.installed-stamp
 # Test workers: one per core; each file's tests stay on one worker (module fixtures start servers).
 TEST_JOBS ?= auto
 
-.PHONY: setup run demo test lint screenshots bench bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
+.PHONY: setup lock run demo test lint screenshots bench bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
 
-$(STAMP): pyproject.toml
+# The exact, hashed set from the lock, then Cairn itself on top without resolving anything again.
+$(STAMP): pyproject.toml requirements-dev.lock
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -r requirements-dev.lock
+	$(BIN)/python -m pip install -q -e . --no-deps
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+## make lock: regenerate requirements.lock (runtime) and requirements-dev.lock (runtime + dev) from
+## pyproject.toml's ranges, for every platform, keeping each locked version that still fits;
+## LOCK_ARGS=--upgrade moves everything to the newest versions in range. Then `make setup`.
+UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --custom-compile-command "make lock" -q
+lock: setup
+	$(UV_COMPILE) $(LOCK_ARGS) -o requirements.lock
+	$(UV_COMPILE) $(LOCK_ARGS) --extra dev -c requirements.lock -o requirements-dev.lock
 
 ## make run: a guided tour on a fresh embedded (SQLite) store, then `cairn serve` with the dashboard on
 ## it (prints the URL and a sign-in token; Ctrl-C stops). CAIRN_DEMO_NO_SERVE=1: the tour only.

@@ -91,7 +91,7 @@ class SearchOps:
     # -- embeddings -------------------------------------------------------------------------
     def drain_embeddings(self, principal: Principal, progress: Progress | None = None) -> int:
         """Embed every queued lesson of the tenant; returns how many vectors were written."""
-        from cairn.search.embed import get_embedder, signature, vector_to_blob
+        from cairn.search.embed import get_embedder
 
         def probe(c: Connection) -> tuple[str | None, int]:
             state = c.execute(select(embed_state.c.model).where(embed_state.c.tenant_id == principal.tenant_id))
@@ -119,61 +119,7 @@ class SearchOps:
             vectors = embedder.embed([_embed_text(r) for r in batch])
 
             def write(conn: Connection, batch: list[dict[str, Any]] = batch, vectors: Any = vectors) -> int:
-                table = ix.vec_ensure(conn, embedder.name, embedder.dim)
-                now = utcnow()
-                wrote = 0
-                for row, vec in zip(batch, vectors, strict=True):
-                    current = (
-                        conn.execute(
-                            select(lessons).where(lessons.c.id == row["id"], lessons.c.tenant_id == principal.tenant_id)
-                        )
-                        .mappings()
-                        .first()
-                    )
-                    conn.execute(delete(embed_queue).where(embed_queue.c.lesson_id == row["id"]))
-                    if current is None or current["content_hash"] != row["content_hash"]:
-                        # Changed or erased while we embedded: the mutation re-queued it if needed.
-                        if current is not None and current["content_hash"] != row["content_hash"]:
-                            conn.execute(
-                                insert(embed_queue).values(
-                                    lesson_id=row["id"], tenant_id=principal.tenant_id, queued_at=now
-                                )
-                            )
-                        continue
-                    if not ix.fts_has(conn, row["id"]):
-                        continue  # left the active set meanwhile
-                    blob = vector_to_blob(vec)
-                    ix.vec_put(conn, table, dict(current), blob)
-                    conn.execute(delete(lesson_embeddings).where(lesson_embeddings.c.lesson_id == row["id"]))
-                    conn.execute(
-                        insert(lesson_embeddings).values(
-                            lesson_id=row["id"],
-                            model=embedder.name,
-                            tenant_id=principal.tenant_id,
-                            dim=embedder.dim,
-                            content_hash=row["content_hash"],
-                            embedded_at=now,
-                            vector=blob,
-                        )
-                    )
-                    conn.execute(delete(lesson_signatures).where(lesson_signatures.c.lesson_id == row["id"]))
-                    conn.execute(
-                        insert(lesson_signatures).values(
-                            lesson_id=row["id"],
-                            model=embedder.name,
-                            tenant_id=principal.tenant_id,
-                            embedded_at=now,
-                            bits=signature(vec),
-                        )
-                    )
-                    wrote += 1
-                if wrote:  # tells ranking indexes in every process that vectors arrived
-                    conn.execute(
-                        update(embed_state)
-                        .where(embed_state.c.tenant_id == principal.tenant_id)
-                        .values(generation=embed_state.c.generation + 1)
-                    )
-                return wrote
+                return _write_vectors(conn, principal.tenant_id, embedder, batch, vectors)
 
             done += self.store.run(write, write=True, **principal.db_vars)
             if progress:
@@ -403,6 +349,77 @@ def _follow_model(conn: Connection, tenant_id: str) -> None:
         conn.execute(insert(embed_queue), [{"lesson_id": i, "tenant_id": tenant_id, "queued_at": now} for i in ids])
     conn.execute(delete(embed_state).where(embed_state.c.tenant_id == tenant_id))
     conn.execute(insert(embed_state).values(tenant_id=tenant_id, model=model, updated_at=now))
+
+
+def _write_vectors(conn: Connection, tenant_id: str, embedder: Any, batch: list[dict[str, Any]], vectors: Any) -> int:
+    """Store a drained batch's vectors; returns how many were written.
+
+    Each lesson is checked under this write transaction: one whose content changed while it was
+    embedded is re-queued (its vector is of the old text), one erased or no longer in the full-text
+    index (archived, rejected, expired) is dropped from the queue with no vector. Every table is
+    written with one statement per batch: per-lesson statements cost more than the rows.
+    """
+    from cairn.search.embed import signature, vector_to_blob
+
+    now = utcnow()
+    ids = [r["id"] for r in batch]
+    current = {
+        r["id"]: dict(r)
+        for r in conn.execute(
+            select(
+                lessons.c.id,
+                lessons.c.tenant_id,
+                lessons.c.scope,
+                lessons.c.trust,
+                lessons.c.expires_at,
+                lessons.c.content_hash,
+            ).where(lessons.c.id.in_(ids), lessons.c.tenant_id == tenant_id)
+        ).mappings()
+    }
+    conn.execute(delete(embed_queue).where(embed_queue.c.lesson_id.in_(ids)))
+    changed = [r["id"] for r in batch if r["id"] in current and current[r["id"]]["content_hash"] != r["content_hash"]]
+    if changed:  # changed while we embedded: embed the new text next round
+        conn.execute(insert(embed_queue), [{"lesson_id": i, "tenant_id": tenant_id, "queued_at": now} for i in changed])
+    unchanged = [
+        (r, v)
+        for r, v in zip(batch, vectors, strict=True)
+        if current.get(r["id"], {}).get("content_hash") == r["content_hash"]
+    ]
+    active = ix.fts_present(conn, [r["id"] for r, _ in unchanged])
+    keep = [(current[r["id"]], vector_to_blob(v), signature(v)) for r, v in unchanged if r["id"] in active]
+    if not keep:
+        return 0
+    written = [row["id"] for row, _, _ in keep]
+    ix.vec_put_many(conn, ix.vec_ensure(conn, embedder.name, embedder.dim), [(row, blob) for row, blob, _ in keep])
+    conn.execute(delete(lesson_embeddings).where(lesson_embeddings.c.lesson_id.in_(written)))
+    conn.execute(
+        insert(lesson_embeddings),
+        [
+            {
+                "lesson_id": row["id"],
+                "model": embedder.name,
+                "tenant_id": tenant_id,
+                "dim": embedder.dim,
+                "content_hash": row["content_hash"],
+                "embedded_at": now,
+                "vector": blob,
+            }
+            for row, blob, _ in keep
+        ],
+    )
+    conn.execute(delete(lesson_signatures).where(lesson_signatures.c.lesson_id.in_(written)))
+    conn.execute(
+        insert(lesson_signatures),
+        [
+            {"lesson_id": row["id"], "model": embedder.name, "tenant_id": tenant_id, "embedded_at": now, "bits": bits}
+            for row, _, bits in keep
+        ],
+    )
+    # Tells ranking indexes in every process that vectors arrived.
+    conn.execute(
+        update(embed_state).where(embed_state.c.tenant_id == tenant_id).values(generation=embed_state.c.generation + 1)
+    )
+    return len(keep)
 
 
 def _relevance(similarity: float | None, margin: float, lexical: bool, mode: str) -> float:

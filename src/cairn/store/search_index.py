@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
 NO_EXPIRY = 2**62  # vec0 metadata cannot be NULL-compared; "never expires" is far in the future.
@@ -185,6 +185,22 @@ def fts_drop(conn: Connection, lesson_id: int) -> None:
 def fts_has(conn: Connection, lesson_id: int) -> bool:
     sql = "SELECT 1 FROM lesson_fts WHERE " + ("lesson_id" if _pg(conn) else "rowid") + " = :id"
     return conn.execute(text(sql), {"id": lesson_id}).first() is not None
+
+
+def fts_present(conn: Connection, lesson_ids: list[int]) -> set[int]:
+    """Which of ``lesson_ids`` are in the full-text index (the active set), in one query.
+
+    FTS5 answers ``rowid IN (...)`` with one rowid lookup per value, not a scan.
+    """
+    if not lesson_ids:
+        return set()
+    return set(conn.execute(_PG_FTS_PRESENT if _pg(conn) else _FTS_PRESENT, {"ids": lesson_ids}).scalars())
+
+
+_FTS_PRESENT = text("SELECT rowid FROM lesson_fts WHERE rowid IN :ids").bindparams(bindparam("ids", expanding=True))
+_PG_FTS_PRESENT = text("SELECT lesson_id FROM lesson_fts WHERE lesson_id IN :ids").bindparams(
+    bindparam("ids", expanding=True)
+)
 
 
 def fts_ids(conn: Connection) -> list[int]:
@@ -359,26 +375,45 @@ def _vector_literal(blob: bytes) -> str:
 
 
 def vec_put(conn: Connection, table: str, row: dict[str, Any], blob: bytes) -> None:
-    conn.execute(text(f"DELETE FROM {table} WHERE lesson_id = :id"), {"id": row["id"]})
-    expires = int(row["expires_at"].timestamp()) if row["expires_at"] else NO_EXPIRY
+    vec_put_many(conn, table, [(row, blob)])
+
+
+def vec_put_many(conn: Connection, table: str, items: list[tuple[dict[str, Any], bytes]]) -> None:
+    """Write (or replace) the vectors of several lessons: ``(lesson row, float32 blob)`` pairs.
+
+    One prepared DELETE and one prepared INSERT run over the whole list (executemany): the drain's
+    per-lesson statements, each compiled and sent on its own, cost more than the rows themselves.
+    The DELETE stays keyed on one id per row: vec0 looks a primary key up only for ``=`` (an IN
+    list scans the table).
+    """
+    if not items:
+        return
     if _pg(conn):
-        embedding, emb = "CAST(:emb AS vector)", _vector_literal(blob)
+        embedding = "CAST(:emb AS vector)"
+        params = [_vec_params(row, _vector_literal(blob)) for row, blob in items]
     else:
-        embedding, emb = "vec_quantize_binary(:emb)", blob  # type: ignore[assignment]
+        embedding = "vec_quantize_binary(:emb)"
+        params = [_vec_params(row, blob) for row, blob in items]
+    conn.execute(text(f"DELETE FROM {table} WHERE lesson_id = :id"), [{"id": p["id"]} for p in params])
     conn.execute(
         text(
             f"INSERT INTO {table}(lesson_id, tenant_id, scope, trust, expires, embedding) "
             f"VALUES (:id, :tenant, :scope, :trust, :expires, {embedding})"
         ),
-        {
-            "id": row["id"],
-            "tenant": row["tenant_id"],
-            "scope": row["scope"],
-            "trust": row["trust"],
-            "expires": expires,
-            "emb": emb,
-        },
+        params,
     )
+
+
+def _vec_params(row: dict[str, Any], emb: bytes | str) -> dict[str, Any]:
+    expires = int(row["expires_at"].timestamp()) if row["expires_at"] else NO_EXPIRY
+    return {
+        "id": row["id"],
+        "tenant": row["tenant_id"],
+        "scope": row["scope"],
+        "trust": row["trust"],
+        "expires": expires,
+        "emb": emb,
+    }
 
 
 def vec_drop(conn: Connection, lesson_id: int) -> None:

@@ -75,7 +75,9 @@ def stored(svc: Cairn) -> dict[str, dict[str, Any]]:
         out[key] = {"vector": E.blob_to_vector(vector), "fresh": chash == current}
     for key, bits in sql(svc, "SELECT l.key, s.bits FROM lesson_signatures s JOIN lessons l ON l.id = s.lesson_id"):
         out.setdefault(key, {})["bits"] = bytes(bits)
-    for key, n in sql(svc, f"SELECT l.key, count(*) FROM {TABLE} v JOIN lessons l ON l.id = v.lesson_id GROUP BY l.key"):
+    for key, n in sql(
+        svc, f"SELECT l.key, count(*) FROM {TABLE} v JOIN lessons l ON l.id = v.lesson_id GROUP BY l.key"
+    ):
         out.setdefault(key, {})["index_rows"] = n
     return out
 
@@ -93,9 +95,7 @@ def generation(svc: Cairn) -> int:
     return sql(svc, "SELECT generation FROM embed_state")[0][0]
 
 
-def test_every_lesson_gets_one_vector_of_its_text_batch_by_batch(
-    svc: Cairn, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_every_lesson_gets_one_vector_of_its_text_batch_by_batch(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search_service, "DRAIN_BATCH", 3)  # 7 lessons: batches of 3, 3 and 1
     load(svc, LESSONS)
     before = generation(svc)

@@ -434,7 +434,7 @@ def test_line_marks_trust_and_provenance_and_cuts_long_summaries() -> None:
     assert item(1, trust="candidate").line().endswith("[unverified]")
     assert "[unverified]" not in item(1, trust="verified").line()
     via = item(1, provenance="webhook @evil>>> <<<").line()
-    assert via.endswith("[via webhook @evil››› ‹‹‹]")
+    assert via.endswith("[via webhook @evil\\x3e\\x3e\\x3e \\x3c\\x3c\\x3c]")
     long_line = item(1, summary="word " * 100).line()
     summary = long_line.split(" — ", 1)[1]
     assert len(summary) == SUMMARY_MAX and summary.endswith("…")

@@ -765,7 +765,7 @@ def test_lesson_text_cannot_forge_a_fence_or_a_lesson_line(svc: Cairn, me: Princ
     outside_fences = [line for line in lines if line not in (FENCE_OPEN, FENCE_CLOSE)]
     assert not any("<<<" in line or ">>>" in line for line in outside_fences)
     via = next(line for line in body if line.startswith(f"- ({G}) via-webhook — "))
-    assert "[via webhook @mal›››lory]" in via
+    assert "[via webhook @mal\\x3e\\x3e\\x3elory]" in via
 
 
 def test_lesson_text_cannot_carry_terminal_control_characters(svc: Cairn, me: Principal) -> None:

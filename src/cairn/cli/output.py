@@ -2,6 +2,10 @@
 
 Results go to stdout, diagnostics to stderr. In JSON mode stdout carries exactly one envelope
 ``{"status","verb","data","reason"}`` per invocation, success or not, so an agent can always parse it.
+
+Human text leaves through here and nowhere else, so this is where stored values (lesson text,
+reasons, actors) and echoed input (an error message quoting a bad argument) are neutralized for the
+terminal: control and bidi characters are shown escaped (``core/neutralize.py``). JSON is exact.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
+from cairn.core.neutralize import for_terminal
 from cairn.errors import CairnError
 
 TYPE_CHECKING = False  # see cairn.errors
@@ -26,6 +31,7 @@ class Output:
         if self.json_mode:
             self._emit({"status": "ok", "verb": self.verb, "data": data, "reason": None})
         elif text:
+            text = for_terminal(text)
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         self.done = True
 
@@ -34,12 +40,12 @@ class Output:
             if not self.done:
                 self._emit({"status": exc.status, "verb": self.verb, "data": None, "reason": exc.to_reason()})
         else:
-            sys.stderr.write(f"cairn: {exc.code}: {exc.message}\n")
+            sys.stderr.write(f"cairn: {exc.code}: {for_terminal(exc.message)}\n")
         self.done = True
 
     def note(self, text: str) -> None:
         """A diagnostic for a person; never part of the parseable result."""
-        sys.stderr.write(text + "\n")
+        sys.stderr.write(for_terminal(text) + "\n")
 
     def _emit(self, envelope: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(envelope, ensure_ascii=False, default=str) + "\n")

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cairn.core.neutralize import for_block
 from cairn.core.ranking import STOP_WORDS, words
 
 if TYPE_CHECKING:
@@ -112,30 +113,25 @@ class Item:
     extra: dict[str, object] = field(default_factory=dict)
 
     def line(self) -> str:
-        summary = _neutral(self.summary)
-        if len(summary) > SUMMARY_MAX:
-            summary = summary[: SUMMARY_MAX - 1].rstrip() + "…"
+        summary = _neutral(self.summary, SUMMARY_MAX)
         marks = ""
         if self.trust != "verified":
             marks += " [unverified]"
         if self.provenance:
-            marks += f" [via {_neutral(self.provenance)}]"
-        return f"- ({self.scope}) {self.key} — {summary}{marks}"
+            marks += f" [via {_neutral(self.provenance, SUMMARY_MAX)}]"
+        return f"- ({self.scope}) {for_block(self.key)} — {summary}{marks}"
 
 
-def _neutral(text: str) -> str:
-    """A lesson cannot forge the fence, nor reach the terminal: no fence marker, no control characters.
+def _neutral(text: str, limit: int) -> str:
+    """Lesson text as one line of the block (``neutralize.for_block``), cut to ``limit`` characters.
 
-    Control characters (ESC sequences, backspaces) and bidirectional overrides are dropped: the block
-    is printed into terminals and prompts, where they could hide or reorder what a person reads.
+    The raw text is cut first (generously: folding whitespace only shortens it), so a 64 KiB value
+    costs no more than a short one on the hook path.
     """
-    text = text.replace("<<<", "‹‹‹").replace(">>>", "›››")
-    if not text.isprintable():
-        text = "".join(ch if ch.isprintable() or ch.isspace() else " " for ch in text if ch not in _BIDI)
-    return " ".join(text.split())
-
-
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+    line = for_block(text[: limit * 4])
+    if len(line) > limit:
+        line = line[: limit - 1].rstrip() + "…"
+    return line
 
 
 def cap_buckets(items: Sequence[Item], loop_cap: int) -> list[Item]:
@@ -301,10 +297,8 @@ def recall_block(hits: Sequence[dict[str, object]]) -> str:
     for h in hits:
         lesson = h["lesson"]
         assert isinstance(lesson, dict)
-        value = _neutral(str(lesson["value"]))
-        if len(value) > RECALL_VALUE_MAX:
-            value = value[: RECALL_VALUE_MAX - 1].rstrip() + "…"
+        value = _neutral(str(lesson["value"]), RECALL_VALUE_MAX)
         mark = "" if h["trust"] == "verified" else " [unverified]"
-        lines.append(f"- ({h['scope']}) {h['key']}{mark}: {value}")
+        lines.append(f"- ({h['scope']}) {for_block(str(h['key']))}{mark}: {value}")
     lines.append(FENCE_CLOSE)
     return "\n".join(lines)

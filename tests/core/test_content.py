@@ -178,3 +178,100 @@ def test_first_line_respects_the_limit(text, limit):
     line = first_line(text, limit)
     assert len(line) <= limit
     assert "\n" not in line
+
+
+# --- content_identity (the tombstone check's wider identity) ---------------------------------------
+
+import sys  # noqa: E402
+
+import regex  # noqa: E402
+
+from cairn.core import confusables  # noqa: E402
+from cairn.core.content import content_identity, identity_form  # noqa: E402
+
+# Drawn from the property itself (regex's Unicode tables), not a list typed here: hypothesis picks
+# among all of them, variation selectors, CGJ, Hangul fillers and tag characters included.
+_DI = regex.compile(r"\p{Default_Ignorable_Code_Point}")
+DEFAULT_IGNORABLES = [chr(cp) for cp in range(sys.maxunicode + 1) if _DI.match(chr(cp))]
+FORGOTTEN = "Disable the flaky retry plugin with --no-retry in CI."
+
+
+def test_the_ignorable_set_is_the_whole_property():
+    # The property has thousands of members; these are the ones a hand-kept list used to miss.
+    for ch in ("\u034f", "\ufe0f", "\U000e0100", "\u115f", "\u1160", "\u3164", "\uffa0", "\u180b", "\U000e0041"):
+        assert ch in DEFAULT_IGNORABLES
+    assert len(DEFAULT_IGNORABLES) > 4000
+    assert not any(ch.isspace() for ch in DEFAULT_IGNORABLES)
+
+
+INSERTIONS = st.tuples(st.integers(0, len(FORGOTTEN)), st.sampled_from(DEFAULT_IGNORABLES))
+
+
+@given(st.lists(INSERTIONS, min_size=1, max_size=12))
+@example([(1, "\u034f")])
+@example([(3, "\U000e0100"), (9, "\u3164")])
+def test_any_default_ignorable_anywhere_is_folded(insertions):
+    text = FORGOTTEN
+    for pos, ch in sorted(insertions, reverse=True):
+        text = text[:pos] + ch + text[pos:]
+    assert content_identity(text) == content_identity(FORGOTTEN)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "Dіsable the flaky retry plugin with --no-retry in CI.",  # Cyrillic і
+        "Disable thе flаky retry plugin with --nо-retry in CI.",  # Cyrillic е а о
+        "Disable the flaky retry plugin with --no-retry in CΙ.",  # Greek capital iota
+        "Dısable the flaky retry plugın with --no-retry ın CI.",  # dotless i
+        "Dísáble thé flàky rétry plügin wîth --nö-rétry in ÇI.",  # accents
+        "Disable the flaky retry plugin with --no-retry in CI.".upper(),
+        "Ｄｉｓａｂｌｅ the flaky retry plugin with --no-retry in CI.",  # fullwidth
+        "D\u0131\u0307sable the flaky retry plugin with --no-retry in CI.",  # dotless i + dot above
+    ],
+)
+def test_look_alikes_and_accents_share_the_identity(variant):
+    assert content_identity(variant) == content_identity(FORGOTTEN)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "Enable the flaky retry plugin with --retry in CI.",
+        "Disable the flaky retry plugin with --no-retry locally.",
+        "Disable the stable retry plugin with --no-retry in CI.",
+        "Keep the flaky retry plugin in CI.",
+    ],
+)
+def test_different_words_keep_different_identities(other):
+    assert content_identity(other) != content_identity(FORGOTTEN)
+
+
+def test_script_specific_marks_are_spelling_not_accents():
+    # Devanagari vowel signs and virama, Arabic harakat and Thai tone marks make different words:
+    # only positional diacritics (canonical combining class >= 200) are stripped.
+    assert content_identity("कि") != content_identity("क")
+    assert content_identity("क्") != content_identity("क")
+    assert content_identity("ไม่") != content_identity("ไม")
+    assert confusables.is_accent("\u0301") and confusables.is_accent("\u0327")
+    assert not confusables.is_accent("\u093f") and not confusables.is_accent("\u094d")
+
+
+def test_prototypes_come_from_unicode_data():
+    table = confusables.prototypes()
+    assert len(table) > 6000  # the whole confusables.txt, not a hand-picked few
+    assert table["\u0430"] == "a" and table["\u0131"] == "i" and table["\u03bf"] == "o"
+
+
+def test_identity_is_wider_than_the_stored_hash_but_storage_is_untouched():
+    variant = "Dіsable thе flaky retry plugin with --no-retry in CI."
+    assert content_hash(variant) != content_hash(FORGOTTEN)  # the stored hash is unchanged
+    assert content_identity(variant) == content_identity(FORGOTTEN)
+
+
+@given(st.text(max_size=80))
+def test_identity_is_a_fixed_point_and_coarser_than_the_content_hash(text):
+    form = identity_form(text)
+    assert identity_form(form) == form
+    # Whatever the narrow form equates, the wide one does too.
+    assert identity_form(normalize_content(text)) == form

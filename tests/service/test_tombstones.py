@@ -209,3 +209,110 @@ def test_review_reject_is_forget(svc: Cairn, me, store) -> None:
     err = refused("TOMBSTONED", svc.write, me, "global", "again", TEXT)
     assert err.data["tombstone_id"] == out["tombstone_id"]
     assert svc.review_queue(me)["candidates"] == []
+
+
+# -- the wider content identity, and every way back to active ---------------------------------------
+
+
+LOOK_ALIKES = [
+    "Dіsable the flaky retry plugin with --no-retry.",  # Cyrillic і
+    "Disable thе flаky retry plugin with --nо-retry.",  # Cyrillic е а о
+    "Dısable the flaky retry plugın wıth --no-retry.",  # dotless i
+    "Dísáble thé flàky rétry plügin wîth --nö-rétry.",  # accents
+    "Dis\u034fable the flaky retry plugin with --no-retry.",  # combining grapheme joiner
+    "Disable\ufe0f the flaky retry plugin with --no-retry.",  # variation selector
+    "Disable the \u3164flaky retry plugin with --no-retry.",  # Hangul filler
+    "Disable the flaky retry plugin with --no-retry.\U000e0100",  # variation selector supplement
+]
+
+
+def test_look_alikes_invisibles_and_accents_of_forgotten_content_are_refused(svc: Cairn, me, store) -> None:
+    tid = forget_one(svc, me)
+    snap = snapshot(store)
+    for n, variant in enumerate(LOOK_ALIKES):
+        err = refused("TOMBSTONED", svc.write, me, "repo::acme/other", f"v{n}", variant)
+        assert (err.data["tombstone_id"], err.data["matched"]) == (tid, "content")
+    assert snapshot(store) == snap
+
+
+def test_different_words_are_not_refused(svc: Cairn, me) -> None:
+    forget_one(svc, me)
+    for n, text in enumerate(
+        [
+            "Enable the flaky retry plugin with --retry.",
+            "Disable the flaky cache plugin with --no-cache.",
+            "Keep the retry plugin; it is required.",
+        ]
+    ):
+        assert svc.write(me, "repo::acme/other", f"ok{n}", text)["action"] == "created"
+
+
+def test_the_stored_text_keeps_its_look_alikes(svc: Cairn, me, store) -> None:
+    """Only the comparison folds: what is written is stored and read back exactly."""
+    text = "Rеad thе Cyrillic е, kеep it."
+    svc.write(me, SCOPE, "cyr", text)
+    assert svc.read(me, SCOPE, "cyr")["lesson"]["value"] == text
+    assert rows(store, "SELECT value FROM lessons WHERE key = 'cyr'")[0]["value"] == text
+
+
+def test_the_tombstone_records_the_identity(svc: Cairn, me, store) -> None:
+    from cairn.core.content import content_identity
+
+    tid = forget_one(svc, me)
+    tomb = rows(store, "SELECT identity, content_hash FROM tombstones WHERE id = :i", i=tid)[0]
+    assert tomb["identity"] == content_identity(TEXT)
+
+
+def test_restoring_an_archived_twin_of_forgotten_content_is_refused(svc: Cairn, me, store) -> None:
+    # The same text (a look-alike of it, even) sits archived elsewhere when the original is forgotten.
+    svc.write(me, "repo::acme/other", "twin", LOOK_ALIKES[0])
+    svc.archive(me, "repo::acme/other", "twin")
+    tid = forget_one(svc, me)
+    snap = snapshot(store)
+    err = refused("TOMBSTONED", svc.restore, me, "repo::acme/other", "twin")
+    assert err.data["tombstone_id"] == tid
+    refused("TOMBSTONED", svc.restore, human(me), "repo::acme/other", "twin")
+    assert snapshot(store) == snap
+    # Lifting the tombstone is the one way back, and then restore works.
+    svc.unforget(me, tid, "it was right")
+    assert svc.restore(me, "repo::acme/other", "twin")["changed"] is True
+
+
+def test_verifying_a_candidate_twin_of_forgotten_content_is_refused(svc: Cairn, me, store) -> None:
+    svc.write(me, "repo::acme/other", "twin", LOOK_ALIKES[3])  # an agent's candidate
+    tid = forget_one(svc, me)
+    snap = snapshot(store)
+    err = refused("TOMBSTONED", svc.verify, human(me), "repo::acme/other", "twin")
+    assert err.data["tombstone_id"] == tid
+    assert snapshot(store) == snap
+
+
+def test_superseding_with_forgotten_content_is_refused(svc: Cairn, me, store) -> None:
+    svc.write(me, SCOPE, "old", "Retry the plugin three times.")
+    forget_one(svc, me)
+    snap = snapshot(store)
+    refused("TOMBSTONED", svc.supersede, me, SCOPE, "new", LOOK_ALIKES[1], supersedes=(SCOPE, "old"))
+    assert snapshot(store) == snap
+
+
+def test_importing_forgotten_content_is_refused_on_every_record_kind(svc: Cairn, me, store) -> None:
+    forget_one(svc, me)
+    plain = [json.dumps({"scope": "repo::acme/other", "key": f"p{n}", "value": v}) for n, v in enumerate(LOOK_ALIKES)]
+    snap = snapshot(store)
+    out = svc.import_lines(me, plain)
+    assert out["created"] == 0
+    assert {r["code"] for r in out["refused"]} == {"TOMBSTONED"}
+    assert len(out["refused"]) == len(LOOK_ALIKES)
+    assert snapshot(store) == snap
+
+
+def test_a_tombstone_without_an_identity_still_refuses_by_hash(svc: Cairn, me, store) -> None:
+    """A tombstone whose text was gone when identities were computed matches as it always did."""
+    from tests.contract import raw
+
+    tid = forget_one(svc, me)
+    with raw(store, write=True) as conn:
+        conn.exec_driver_sql("UPDATE tombstones SET identity = NULL")
+    refused("TOMBSTONED", svc.write, me, "global", "again", TEXT.upper())
+    assert svc.write(me, "global", "cyr", LOOK_ALIKES[0])["action"] == "created"  # only the wide form misses
+    assert tid

@@ -4,6 +4,17 @@ Content identity drives two promises: a forgotten lesson stays forgotten (the to
 the content hash, whatever key it comes back under) and a repeated lesson recurs instead of being
 copied. Both fail if trivial rewording escapes them, so identity ignores case, punctuation,
 symbols, spacing and invisible format characters.
+
+Two identities, from the narrow to the wide:
+
+* ``content_hash`` — the stored hash (lessons, versions, the audit ledger, embeddings, recurrence):
+  case, punctuation, spacing and format characters folded. It never changes meaning, because every
+  audit row ever written records it.
+* ``content_identity`` — what the tombstone check compares: additionally every Unicode
+  default-ignorable code point, accents, and TR39 confusable skeletons (Cyrillic and Greek
+  look-alikes, dotless i), so that forgotten content cannot come back looking the same. Storage
+  keeps the text as written; only the comparison folds. It is wider than a reader would call "the
+  same text" on purpose: a whole lesson that *looks* like a forgotten one is refused.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 
+from cairn.core import confusables
 from cairn.errors import CairnError
 
 MAX_VALUE_BYTES = 65536
@@ -78,6 +90,36 @@ def normalize_content(text: str) -> str:
 def content_hash(text: str) -> str:
     """Identity of a value's content (tombstones, recurrence), stable across rewording noise."""
     return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+
+
+def identity_form(text: str) -> str:
+    """The form the tombstone check compares: ``normalize_content`` widened to look-alikes.
+
+    Default-ignorables go first (invisible, so never part of what a reader sees). Then the narrow
+    normalization, then, until nothing changes: decompose, drop accents (``confusables.is_accent``
+    says which marks count), map every character to its TR39 prototype, fold case and compatibility
+    forms again (a prototype may be upper case: ``0`` -> ``O``). Punctuation is spaced out before
+    the skeleton, as in the narrow form, so ``|`` stays a separator rather than becoming ``l``.
+
+    Changing this function (or the pinned Unicode data behind it) changes what stored tombstone
+    identities match: it needs a migration that recomputes ``tombstones.identity``, as 0005 does.
+    """
+    form = normalize_content(confusables.strip_ignorable(text))
+    for _ in range(4):  # a fixed point is reached in one or two rounds; the bound is a guard
+        decomposed = unicodedata.normalize("NFD", form)
+        plain = "".join(ch for ch in decomposed if not confusables.is_accent(ch))
+        skeleton = unicodedata.normalize("NFD", confusables.skeleton_chars(plain))
+        nxt = _fold("".join(ch for ch in skeleton if not confusables.is_accent(ch)))
+        if nxt == form:
+            break
+        form = nxt
+    spaced = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in form)
+    return " ".join(spaced.split())
+
+
+def content_identity(text: str) -> str:
+    """Hash of ``identity_form``: what a tombstone stores besides ``content_hash``, and compares."""
+    return hashlib.sha256(identity_form(text).encode("utf-8")).hexdigest()
 
 
 def first_line(text: str, limit: int = 160) -> str:

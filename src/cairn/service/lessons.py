@@ -16,12 +16,13 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.engine import Connection
 
-from cairn.core.content import content_hash, validate_value
+from cairn.core.content import content_hash, content_identity, validate_value
 from cairn.core.diffing import unified_diff
 from cairn.core.keys import normalize_key
 from cairn.core.principal import READ, WRITE, Principal
@@ -88,9 +89,14 @@ class WriteInput:
     author: str | None
     url: str | None
 
-    @property
+    @cached_property
     def content_hash(self) -> str:
         return content_hash(self.value)
+
+    @cached_property
+    def identity(self) -> str:
+        """The tombstone check's wider identity (``core.content.content_identity``)."""
+        return content_identity(self.value)
 
 
 def make_write(
@@ -172,7 +178,7 @@ class LessonOps:
     ) -> dict[str, Any]:
         now = utcnow()
         chash = inp.content_hash
-        check_tombstones(conn, principal, chash, inp.scope, inp.key)
+        check_tombstones(conn, principal, inp.value, inp.scope, inp.key, chash=chash)
         existing = fetch(conn, principal, inp.scope, inp.key)
         twin = self._same_content_in_scope(conn, principal, inp.scope, chash) if existing is None else None
         if import_mode:

@@ -15,6 +15,7 @@ from cairn.errors import CairnError
 from cairn.service.lessons import LessonOps, make_write
 from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch, public, status
+from cairn.service.tombstones import check_tombstones
 from cairn.store.schema import lessons, links
 
 OUTCOMES = {"helped": "helped_count", "not-helped": "not_helped_count"}
@@ -46,9 +47,15 @@ class LifecycleOps(LessonOps):
         return self._change(principal, scope, key, fn)
 
     def restore(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        """Unarchive: refused (TOMBSTONED) when the content or address was forgotten meanwhile."""
+
         def fn(conn: Connection, before: dict[str, Any], now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
             if before["archived_at"] is None:
                 return {"changed": False, "lesson": public(before, now)}
+            # An archived twin of content forgotten since must stay out, exactly as a write would.
+            check_tombstones(
+                conn, principal, before["value"], before["scope"], before["key"], chash=before["content_hash"]
+            )
             row = apply(conn, principal, before, dict(before, archived_at=None), "restore", now)
             return {"changed": True, "lesson": public(row, now)}
 

@@ -1,9 +1,15 @@
 """Forgetting: rejection with a permanent tombstone, the check every write makes, and the one
 audited way back.
 
-A tombstone is keyed on the normalized content hash *and* on the address, so a rejected lesson
-cannot return under another key, in another scope, re-cased or re-punctuated. It holds no content:
-purging the lesson leaves the tombstone (and so the refusal) in force.
+A tombstone is keyed on the normalized content hash, the wider content identity *and* the
+address, so a rejected lesson cannot return under another key, in another scope, re-cased,
+re-punctuated, with invisible characters, look-alike letters or its accents stripped
+(``core.content``). It holds no content: purging the lesson leaves the tombstone (and so the
+refusal) in force.
+
+``check_tombstones`` is the one check. Every transition that makes content active runs it: a
+write (and so supersede and a plain import record), restore of an archived lesson, review verify,
+and the import of an exported lesson.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
+from cairn.core.content import content_hash, content_identity
 from cairn.core.keys import normalize_key
 from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
@@ -22,7 +29,7 @@ from cairn.service import audit
 from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch, paged, public
 from cairn.store.engine import Store
-from cairn.store.schema import lessons, tombstones
+from cairn.store.schema import lesson_versions, lessons, tombstones
 
 MAX_REASON = 2000
 
@@ -46,6 +53,7 @@ _LIVE_MATCH = (
         tombstones.c.lifted_at.is_(None),
         or_(
             tombstones.c.content_hash == bindparam("hash"),
+            tombstones.c.identity == bindparam("identity"),
             and_(tombstones.c.scope == bindparam("scope"), tombstones.c.key == bindparam("key")),
         ),
     )
@@ -54,13 +62,23 @@ _LIVE_MATCH = (
 )
 
 
-def check_tombstones(conn: Connection, principal: Principal, chash: str, scope: str, key: str) -> None:
-    """Refuse a write whose content or address matches a live tombstone of the tenant."""
-    params = {"tenant": principal.tenant_id, "hash": chash, "scope": scope, "key": key}
+def check_tombstones(
+    conn: Connection, principal: Principal, value: str, scope: str, key: str, *, chash: str | None = None
+) -> None:
+    """Refuse content (or an address) that matches a live tombstone of the tenant.
+
+    Content matches by either hash: ``content_hash`` (what every tombstone records) or
+    ``content_identity`` (look-alikes folded; NULL on tombstones whose text was gone when it was
+    computed). ``chash`` saves recomputing a hash the caller already holds.
+    """
+    chash = chash or content_hash(value)
+    identity = content_identity(value)
+    params = {"tenant": principal.tenant_id, "hash": chash, "identity": identity, "scope": scope, "key": key}
     hit = conn.execute(_LIVE_MATCH, params).mappings().first()
     if hit is None:
         return
-    matched = "content" if hit["content_hash"] == chash else "address"
+    same = hit["content_hash"] == chash or hit["identity"] == identity
+    matched = "content" if same else "address"
     if not principal.can_see(hit["scope"]):
         # The same content was forgotten in a scope this (scope-limited) caller may not see: refuse
         # without naming that scope, its key or the reason, which are that scope's business.
@@ -77,6 +95,20 @@ def check_tombstones(conn: Connection, principal: Principal, chash: str, scope: 
         f'A person can lift it with: cairn unforget {hit["id"]} --reason "..."',
         {"tombstone_id": hit["id"], "reason": hit["reason"], "matched": matched},
     )
+
+
+def forgotten_identity(conn: Connection, principal: Principal, lesson_id: int, chash: str) -> str | None:
+    """The identity of a lesson's text that had ``chash``, if a version row still holds it."""
+    value = conn.execute(
+        select(lesson_versions.c.value)
+        .where(
+            lesson_versions.c.tenant_id == principal.tenant_id,
+            lesson_versions.c.lesson_id == lesson_id,
+            lesson_versions.c.content_hash == chash,
+        )
+        .limit(1)
+    ).scalar()
+    return content_identity(value) if value is not None else None
 
 
 def tombstone_public(row: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +153,7 @@ class ForgetOps:
                 insert(tombstones).values(
                     tenant_id=principal.tenant_id,
                     content_hash=before["content_hash"],
+                    identity=content_identity(before["value"]),
                     scope=scope,
                     key=key,
                     reason=reason,
@@ -237,6 +270,8 @@ class ForgetOps:
                 raise CairnError("NOT_FOUND", f"no reviewable lesson at {scope} {key}")
             if before["trust"] == "verified":
                 return {"changed": False, "lesson": public(before, now)}
+            # Vouching for content that was forgotten elsewhere would give it back its authority.
+            check_tombstones(conn, principal, before["value"], scope, key, chash=before["content_hash"])
             row = apply(conn, principal, before, dict(before, trust="verified"), "verify", now)
             return {"changed": True, "lesson": public(row, now)}
 

@@ -27,7 +27,7 @@ from cairn.service import audit, indexing, limits
 from cairn.service.lessons import LessonOps, WriteInput, make_write, normalize_tags
 from cairn.service.mutate import Change, apply_many, replay
 from cairn.service.records import KINDS, ORIGINS, TRUST, active_clause, fetch
-from cairn.service.tombstones import check_tombstones
+from cairn.service.tombstones import check_tombstones, forgotten_identity
 from cairn.store.schema import lesson_versions, lessons, links, tombstones
 
 FORMAT = "cairn-export"
@@ -105,6 +105,7 @@ class TransferOps(LessonOps):
                         {
                             "type": "tombstone",
                             "content_hash": t["content_hash"],
+                            "identity": t["identity"],
                             "scope": t["scope"],
                             "key": t["key"],
                             "reason": t["reason"],
@@ -243,7 +244,9 @@ class TransferOps(LessonOps):
                     f"(version {existing['version']} here, {last['version']} in the file)",
                 )
             if last["trust"] != "rejected":
-                check_tombstones(conn, principal, last["content_hash"], lesson["scope"], lesson["key"])
+                check_tombstones(
+                    conn, principal, last["value"], lesson["scope"], lesson["key"], chash=last["content_hash"]
+                )
             replay(conn, principal, lesson, versions, now)
             if lesson.get("superseded_by"):
                 sb = lesson["superseded_by"]
@@ -263,9 +266,12 @@ class TransferOps(LessonOps):
             if exists:
                 return ("unchanged", None)
             target = fetch(conn, principal, rec["scope"], rec["key"])
+            values = dict(rec)
+            if values["identity"] is None and target is not None:  # an older export: the text may be here
+                values["identity"] = forgotten_identity(conn, principal, target["id"], rec["content_hash"])
             tid = conn.execute(
                 insert(tombstones).values(
-                    tenant_id=principal.tenant_id, lesson_id=target["id"] if target else None, **rec
+                    tenant_id=principal.tenant_id, lesson_id=target["id"] if target else None, **values
                 )
             ).inserted_primary_key[0]
             audit.record(
@@ -333,12 +339,14 @@ class _PlainBulk:
         self.addresses: set[tuple[str, str]] = set()
         self.twins: set[tuple[str, str]] = set()
         self.dead_hashes: set[str] = set()
+        self.dead_identities: set[str] = set()
         self.dead_addresses: set[tuple[str, str]] = set()
         if not self.enabled:
             return
         tenant = principal.tenant_id
         addrs = list({(r.scope, r.key) for r in recs})
         hashes = list({r.content_hash for r in recs})
+        identities = list({r.identity for r in recs})
         for row in conn.execute(
             select(lessons.c.scope, lessons.c.key).where(
                 lessons.c.tenant_id == tenant, tuple_(lessons.c.scope, lessons.c.key).in_(addrs)
@@ -352,13 +360,19 @@ class _PlainBulk:
         ):
             self.twins.add((row.scope, row.content_hash))
         for row in conn.execute(
-            select(tombstones.c.content_hash, tombstones.c.scope, tombstones.c.key).where(
+            select(tombstones.c.content_hash, tombstones.c.identity, tombstones.c.scope, tombstones.c.key).where(
                 tombstones.c.tenant_id == tenant,
                 tombstones.c.lifted_at.is_(None),
-                or_(tombstones.c.content_hash.in_(hashes), tuple_(tombstones.c.scope, tombstones.c.key).in_(addrs)),
+                or_(
+                    tombstones.c.content_hash.in_(hashes),
+                    tombstones.c.identity.in_(identities),
+                    tuple_(tombstones.c.scope, tombstones.c.key).in_(addrs),
+                ),
             )
         ):
             self.dead_hashes.add(row.content_hash)
+            if row.identity is not None:
+                self.dead_identities.add(row.identity)
             self.dead_addresses.add((row.scope, row.key))
 
     def can_create(self, rec: WriteInput) -> bool:
@@ -370,6 +384,7 @@ class _PlainBulk:
             (rec.scope, rec.key) not in self.addresses
             and (rec.scope, h) not in self.twins
             and h not in self.dead_hashes
+            and rec.identity not in self.dead_identities
             and (rec.scope, rec.key) not in self.dead_addresses
         )
 
@@ -589,12 +604,16 @@ def _parse_record(principal: Principal, obj: dict[str, Any]) -> tuple[str, Any] 
         if not reason:
             raise CairnError("INVALID_INPUT", "a tombstone needs a reason")
         chash = obj["content_hash"]
-        if not (isinstance(chash, str) and len(chash) == 64 and all(c in "0123456789abcdef" for c in chash)):
+        if not _is_hash(chash):
             raise CairnError("INVALID_INPUT", "content_hash must be 64 lowercase hex characters")
+        identity = obj.get("identity")
+        if identity is not None and not _is_hash(identity):
+            raise CairnError("INVALID_INPUT", "identity must be 64 lowercase hex characters (or absent)")
         return (
             "tombstone",
             {
                 "content_hash": chash,
+                "identity": identity,
                 "scope": validate_scope(obj["scope"]),
                 "key": normalize_key(obj["key"]),
                 "reason": reason,
@@ -622,6 +641,10 @@ def _parse_record(principal: Principal, obj: dict[str, Any]) -> tuple[str, Any] 
     raise CairnError(
         "INVALID_INPUT", f"unknown record type {kind!r} (expected lesson, tombstone, link or a plain record)"
     )
+
+
+def _is_hash(v: Any) -> bool:
+    return isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)
 
 
 def _addr(obj: Any) -> tuple[str, str]:

@@ -150,6 +150,8 @@ lessons = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("created_by", Text, nullable=False),
     Column("updated_by", Text, nullable=False),
+    # JSON: what a non-restore import claimed (origin, author, trust, counters, times); shown as claims.
+    Column("claimed", Text),
     UniqueConstraint("tenant_id", "scope", "key", name="uq_lessons_address"),
     Index("ix_lessons_tenant_hash", "tenant_id", "content_hash"),
     Index("ix_lessons_tenant_key", "tenant_id", "key"),
@@ -228,6 +230,9 @@ tombstones = Table(
     Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
     Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
     Column("content_hash", String(64), nullable=False),
+    # core.content.content_identity of the forgotten text (look-alikes folded); NULL when that text
+    # was no longer held when it was computed: the tombstone then matches by content_hash alone.
+    Column("identity", String(64)),
     Column("scope", String(300), nullable=False),
     Column("key", String(200), nullable=False),
     Column("reason", Text, nullable=False),
@@ -238,6 +243,7 @@ tombstones = Table(
     Column("lifted_by", Text),
     Column("lift_reason", Text),
     Index("ix_tombstones_tenant_hash", "tenant_id", "content_hash"),
+    Index("ix_tombstones_tenant_identity", "tenant_id", "identity"),
     Index("ix_tombstones_tenant_address", "tenant_id", "scope", "key"),
 )
 

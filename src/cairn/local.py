@@ -58,8 +58,8 @@ def open_service(home: Path, settings: Settings | None = None, cwd: Path | None 
 TOKEN_ENV = "CAIRN_TOKEN"  # noqa: S105 - the variable's name
 
 
-def principal_for(svc: Cairn, session: str | None = None, human: bool = False) -> Principal:
-    """Who this command acts as: the account of ``CAIRN_TOKEN`` when set, else the local account.
+def principal_for(svc: Cairn, session: str | None = None, human: bool = False, token: str | None = None) -> Principal:
+    """Who this command acts as: the account of ``token`` (default ``CAIRN_TOKEN``) when set, else the local account.
 
     Without a token the command runs with the database's own credentials, as the ``local``
     account (the operator, on a shared Postgres); with one, as the token's account in the token's
@@ -69,7 +69,7 @@ def principal_for(svc: Cairn, session: str | None = None, human: bool = False) -
 
     from cairn.core.principal import local_principal
 
-    secret = os.environ.get(TOKEN_ENV, "").strip()
+    secret = (token if token is not None else os.environ.get(TOKEN_ENV, "")).strip()
     if secret:
         return svc.resolve_token(secret, session=session or os.environ.get("CAIRN_SESSION") or None, human=human)
     principal = local_principal(session=session, human=human)

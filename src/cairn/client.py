@@ -140,7 +140,7 @@ def remote_call(url: str, op: str, params: dict[str, Any], session: str | None) 
         return svc.context(None, repo=repo, branch=branch, project=project, **opts)
     text = params.get("text")
     if not isinstance(text, str) or not text.strip():
-        raise CairnError("INVALID_INPUT", "no failure text: pass --text or pipe the output on stdin")
+        raise CairnError("INVALID_INPUT", protocol.NO_FAILURE_TEXT)
     return svc.recall(None, text[-8000:], scopes=params.get("scopes"), repo=repo, branch=branch, project=project)
 
 

@@ -26,7 +26,9 @@ app = typer.Typer(
     "Global flags anywhere: --json, --home DIR, --db URL, --url http://HOST:PORT (a remote Cairn; "
     "with CAIRN_TOKEN), --session ID, --by-human.",
     no_args_is_help=True,
-    add_completion=False,
+    # typer's --install-completion / --show-completion; the completion requests themselves arrive
+    # through cli/main.py (``COMPLETE_VAR``), which hands them to ``complete`` below.
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -73,6 +75,15 @@ def run(argv: list[str], g: Globals, out: Output) -> int:
     except typer.Abort:
         raise CairnError("INTERNAL", "aborted") from None
     return result if isinstance(result, int) else 0
+
+
+def complete(complete_var: str) -> int:
+    """Answer a shell completion request (the script typer's ``--show-completion`` prints calls back)."""
+    try:
+        app(args=[], prog_name="cairn", complete_var=complete_var)
+    except SystemExit as exc:  # typer answers, then exits with the status
+        return exc.code if isinstance(exc.code, int) else 0
+    return 0
 
 
 def _home() -> Path:

@@ -42,9 +42,9 @@ def _int(name: str, low: int, high: int) -> Any:
 
 
 def _where(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repo", help="owner/name (default: the git origin of the working directory)")
-    p.add_argument("--branch", help="branch name (default: the checked-out branch)")
-    p.add_argument("--project", help="project name (default: the repository's name)")
+    p.add_argument("--repo", help="Working context: OWNER/NAME (default: the git remote of the working directory)")
+    p.add_argument("--branch", help="Working context: branch name (default: the checked-out branch)")
+    p.add_argument("--project", help="Working context: project name (default: the repository's name)")
 
 
 def parser(verb: str) -> argparse.ArgumentParser:
@@ -52,23 +52,66 @@ def parser(verb: str) -> argparse.ArgumentParser:
         p = _Parser(
             prog="cairn context",
             description="The session-start block: the best lessons of the ladder within a character budget.",
+            add_help=False,
         )
         _where(p)
-        p.add_argument("--task", help="what the session is about; lifts related lessons")
-        p.add_argument("--max-chars", type=_int("--max-chars", 200, 20000), help="budget (default 3000)")
-        p.add_argument("--loop-cap", type=_int("--loop-cap", 0, 100), help="lessons per loop:: bucket (default 1)")
+        p.add_argument("--task", help="What the session is about; lifts related lessons")
+        p.add_argument("--max-chars", type=_int("--max-chars", 200, 20000), help="Budget (200-20000; default 3000)")
+        p.add_argument(
+            "--loop-cap", type=_int("--loop-cap", 0, 100), help="Lessons per loop:: bucket (0-100; default 1)"
+        )
         return p
-    p = _Parser(prog="cairn recall", description="At most 3 lessons that fit a failure, or nothing.")
-    p.add_argument("--text", help="the failure text (default: read stdin)")
-    p.add_argument("--scope", action="append", help="search only this scope (repeatable)")
+    p = _Parser(
+        prog="cairn recall",
+        description="At most 3 lessons that fit a failure, or nothing. The failure text is the argument, "
+        "--text, or stdin (e.g. npm test 2>&1 | cairn recall).",
+        add_help=False,
+    )
+    p.add_argument("text", nargs="?", help="The failure text (default: --text, else stdin)")
+    p.add_argument("--text", dest="text_option", metavar="TEXT", help="The failure text, as an option")
+    p.add_argument("--scope", action="append", help="Search only this scope (repeatable)")
     _where(p)
     return p
+
+
+def help_text(p: argparse.ArgumentParser) -> str:
+    """``--help`` in the layout of every typer command (usage, description, arguments, options).
+
+    The hot-path verbs parse with argparse to stay fast; their help should still read like the rest of
+    the CLI. Help is not on the hot path, so this may take its time; it needs only the parser.
+    """
+    import textwrap
+
+    positionals = [a for a in p._actions if not a.option_strings]
+    options = [a for a in p._actions if a.option_strings]
+    usage = "[OPTIONS]" + "".join(f" [{a.dest}]" if a.nargs == "?" else f" {{{a.dest}}}" for a in positionals)
+
+    def kind(action: argparse.Action) -> str:
+        base = "<int>" if action.type is not None else "<str>"
+        return "<list[str]>" if isinstance(action, argparse._AppendAction) else base
+
+    def rows(items: list[tuple[str, str]]) -> list[str]:
+        width = max(len(name) for name, _ in items)
+        lines = []
+        for name, text in items:
+            wrapped = textwrap.wrap(text, width=max(20, 78 - width - 4)) or [""]
+            lines.append(f"  {name.ljust(width)}  {wrapped[0]}".rstrip())
+            lines.extend(" " * (width + 4) + more for more in wrapped[1:])
+        return lines
+
+    out = [f"Usage: {p.prog} {usage}", ""]
+    out.extend(textwrap.wrap(p.description or "", width=78, initial_indent="  ", subsequent_indent="  "))
+    if positionals:
+        out += ["", "Arguments:", *rows([(f"{a.dest} <str>", a.help or "") for a in positionals])]
+    opts = [(f"{', '.join(a.option_strings)} {kind(a)}", a.help or "") for a in options]
+    out += ["", "Options:", *rows([*opts, ("--help", "Show this message and exit.")])]
+    return "\n".join(out) + "\n"
 
 
 def run(verb: str, argv: list[str], g: Globals, out: Output) -> int:
     p = parser(verb)
     if "-h" in argv or "--help" in argv:
-        sys.stdout.write(p.format_help())
+        sys.stdout.write(help_text(p))
         return 0
     args = p.parse_args(argv)
     from cairn.client import call
@@ -84,10 +127,14 @@ def run(verb: str, argv: list[str], g: Globals, out: Output) -> int:
                 text = text[: data["budget"] - 1] + "…"
         out.ok(data, text)
         return 0
-    text = args.text
+    if args.text is not None and args.text_option is not None:
+        raise CairnError("INVALID_INPUT", "give the failure text once: as the argument or as --text, not both")
+    text = args.text if args.text is not None else args.text_option
     if text is None:
         if sys.stdin is None or sys.stdin.isatty():
-            raise CairnError("INVALID_INPUT", "no failure text: pass --text or pipe the output on stdin")
+            from cairn.daemon.protocol import NO_FAILURE_TEXT
+
+            raise CairnError("INVALID_INPUT", NO_FAILURE_TEXT)
         text = sys.stdin.read()
     params.update(text=text, scopes=args.scope)
     data = call("recall", params, home=g.home, session=g.session, human=g.human, db=g.db, url=g.url)

@@ -11,6 +11,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # see cairn.errors: the typing module is not imported at run time
+if TYPE_CHECKING:
+    from cairn.cli.output import Output
+
 GLOBAL_FLAGS = {"--json": "json", "--by-human": "human"}
 GLOBAL_OPTIONS = {"--home": "home", "--session": "session", "--db": "db", "--url": "url"}
 _METAVAR = {"--home": "DIR", "--session": "ID", "--db": "URL", "--url": "http://HOST:PORT"}
@@ -85,16 +89,28 @@ def _verb(rest: list[str]) -> str:
     return "cairn"
 
 
+VERSION_FLAGS = ("--version", "-V")
+COMPLETE_VAR = "_CAIRN_COMPLETE"  # set by the shell completion script (typer's) when it asks for candidates
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get(COMPLETE_VAR):
+        from cairn.cli.app import complete
+
+        return complete(COMPLETE_VAR)  # the shell passes the words in its own variables, not argv
     g, rest = split_globals(argv)
     from cairn.cli import output
     from cairn.errors import CairnError
 
+    if rest[:1] and rest[0] in VERSION_FLAGS:
+        g.verb = "version"
     out = output.Output(json_mode=g.json, verb=g.verb)
     if g.error:
         out.fail(CairnError("INVALID_INPUT", g.error))
         return 1
+    if g.verb == "version":
+        return _version(rest, out)
     try:
         code = _dispatch(rest, g, out)
     except CairnError as exc:
@@ -110,6 +126,18 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     sys.stdout.flush()
     return code
+
+
+def _version(rest: list[str], out: Output) -> int:
+    """``cairn --version``: the package's version, from the package itself (no metadata scan, no typer)."""
+    from cairn import __version__
+    from cairn.errors import CairnError
+
+    if len(rest) > 1:
+        out.fail(CairnError("INVALID_INPUT", f"{rest[0]} takes no arguments, got {' '.join(rest[1:])!r}"))
+        return 1
+    out.ok({"version": __version__}, f"cairn {__version__}")
+    return 0
 
 
 FAST_VERBS = ("context", "recall")  # parsed with argparse, served by the daemon when it runs

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cairn.daemon import protocol
 from cairn.errors import CairnError
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def run(svc: Cairn, principal: Principal, home: Path, op: str, params: dict[str,
     if op == "recall":
         text = params.get("text")
         if not isinstance(text, str) or not text.strip():
-            raise CairnError("INVALID_INPUT", "no failure text: pass --text or pipe the output on stdin")
+            raise CairnError("INVALID_INPUT", protocol.NO_FAILURE_TEXT)
         repo, branch, project, _ = where(params)
         return svc.recall(principal, text, scopes=params.get("scopes"), repo=repo, branch=branch, project=project)
     raise CairnError("INVALID_INPUT", f"unknown operation {op!r}; the daemon serves {', '.join(OPS)}")

@@ -23,6 +23,8 @@ PROTOCOL = 1
 SOCKET_NAME = "cairn.sock"
 PID_NAME = "cairn.pid"
 MAX_MESSAGE = 8 * 1024 * 1024
+# Said by whichever side finds a recall without text (the CLI, the daemon, the in-process fallback).
+NO_FAILURE_TEXT = 'no failure text: cairn recall "TEXT", --text TEXT, or pipe the output on stdin'
 _AF_UNIX_PATH_MAX = 100  # sun_path is 108 bytes on Linux, 104 on macOS; keep a margin
 
 

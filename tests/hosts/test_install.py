@@ -229,7 +229,8 @@ def test_human_summary_and_codex_notes(runner: Runner) -> None:
     assert proc.returncode == 0
     assert f"installed Cairn hooks for codex in {runner.user_home / '.codex/hooks.json'}" in proc.stdout
     assert "hooks = false" in proc.stdout and "trust" in proc.stdout
-    assert (runner.user_home / ".codex/config.toml").read_text().endswith("hooks = false\n")  # never edited
+    config = (runner.user_home / ".codex/config.toml").read_text()
+    assert config.startswith('model = "gpt-5"\n[features]\nhooks = false\n')  # kept; only our MCP table added
     proc = runner("install", "codex", env={"CODEX_HOME": str(runner.user_home / "elsewhere")})
     assert str(runner.user_home / "elsewhere" / "hooks.json") in proc.stdout
 

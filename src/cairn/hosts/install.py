@@ -22,6 +22,9 @@ Rules, and why:
 The default target is the user's config (``--user``): the command is an absolute path on this machine,
 which does not belong in a file a team commits, and lessons are already scoped to the repository by the
 context pipeline. ``--project`` writes the project file at the git root of the working directory.
+For Codex the install also registers Cairn's MCP server in the ``config.toml`` beside ``hooks.json``
+(``hosts/codex_mcp.py``: same rules, a TOML table instead of hook entries).
+
 Standard library only, like the hooks.
 """
 
@@ -110,10 +113,27 @@ def main(argv: list[str], g: Any) -> int:
             )
         command += " --db " + _quote(db)
 
+    # Codex reads MCP servers from the config.toml beside hooks.json: Cairn's is registered there too
+    # (hosts/codex_mcp.py). Checked first, so a config.toml it cannot edit refuses before anything is written.
+    mcp_config = path.parent / "config.toml" if host == "codex" else None
+    if mcp_config is not None:
+        from cairn.hosts import codex_mcp
+
+        if opts["uninstall"]:
+            codex_mcp.unregister(mcp_config, dry_run=True)
+        else:
+            codex_mcp.register(mcp_config, command, dry_run=True)
     if opts["uninstall"]:
         result = uninstall(host, path, dry_run=opts["dry_run"])
     else:
         result = install(host, path, command, dry_run=opts["dry_run"])
+    if mcp_config is not None:
+        if opts["uninstall"]:
+            result["mcp"] = codex_mcp.unregister(mcp_config, dry_run=opts["dry_run"])
+            if result["mcp"]["deleted"] and not opts["dry_run"]:
+                _remove_empty_dir(mcp_config.parent)
+        else:
+            result["mcp"] = codex_mcp.register(mcp_config, command, dry_run=opts["dry_run"])
     result["scope"] = scope
     others = [] if opts["uninstall"] else other_installs(host, path, Path.cwd())
     result["also_installed"] = others
@@ -583,6 +603,10 @@ def summary(result: dict[str, Any]) -> str:
             lines.append(f"  {'would delete' if result.get('dry_run') else 'deleted'} {where}: nothing else was in it")
     else:
         lines.append(f"no Cairn hooks for {result['host']} in {where}; nothing changed")
+    if result.get("mcp"):
+        from cairn.hosts.codex_mcp import summary as mcp_summary
+
+        lines.extend(mcp_summary(result["mcp"]))
     lines.extend(f"warning: {w}" for w in result.get("warnings") or [])
     lines.extend(f"note: {n}" for n in result.get("notes") or [])
     return "\n".join(lines)

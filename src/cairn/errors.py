@@ -61,3 +61,14 @@ class CairnError(Exception):
 
     def __repr__(self) -> str:
         return f"CairnError({self.code!r}, {self.message!r})"
+
+
+def invalid_input(errors: list[dict[str, Any]]) -> CairnError:
+    """``INVALID_INPUT`` from a validator's field errors (pydantic's ``errors()`` shape), for every
+    surface that validates its arguments with one: where each error is and what is wrong, never the
+    rejected value (it may be lesson text)."""
+    listed = [
+        {"where": ".".join(str(p) for p in e.get("loc", ())) or "input", "problem": e.get("msg", "")} for e in errors
+    ]
+    first = listed[0] if listed else {"where": "input", "problem": "invalid"}
+    return CairnError("INVALID_INPUT", f"{first['where']}: {first['problem']}", {"errors": listed[:20]})

@@ -16,20 +16,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cairn.api.guard import MAX_IMPORT_BYTES, NDJSON, BodyLimit, HostGuard
 from cairn.api.problems import MEDIA_TYPE, from_error, problem
+from cairn.api.routing import BoundedJsonRoute
 from cairn.core.principal import Principal
 from cairn.core.scope import SCOPE_REGEX
-from cairn.errors import CairnError
+from cairn.errors import CairnError, invalid_input
 from cairn.service.api import Cairn
 
-MAX_BODY_BYTES = 256 * 1024  # a lesson value is at most 64 KiB; room for the other fields, not for abuse
-# An NDJSON import is one file in one request, so it imports exactly as a local `cairn import` does
-# (every line checked before any is written); a bigger backup goes in through the CLI on the host.
-MAX_IMPORT_BYTES = 64 * 1024 * 1024
-NDJSON = "application/x-ndjson"
 Scope = Annotated[
     str,
     Field(
@@ -190,9 +188,13 @@ PROBLEM = {"content": {MEDIA_TYPE: {"schema": {"type": "object"}}}, "description
 ERRORS: dict[int | str, dict[str, Any]] = {s: PROBLEM for s in (400, 401, 403, 404, 409, 413, 429)}
 
 
-def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None = None) -> FastAPI:
-    """The API, with the MCP server mounted at ``/mcp`` (streamable HTTP, the same bearer tokens)."""
-    mounted = _mcp_app(svc, allowed_hosts) if mcp else None
+def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple[str, ...] | None = ()) -> FastAPI:
+    """The API, with the MCP server mounted at ``/mcp`` (streamable HTTP, the same bearer tokens).
+
+    ``allowed_hosts``: the names besides the loopback ones that ``Host``/``Origin`` may carry (see
+    ``guard.HostGuard``); ``None`` turns the check off (a server exposed without ``--allow-host``).
+    """
+    mounted = _mcp_app(svc) if mcp else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]
@@ -209,6 +211,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         responses=ERRORS,
         lifespan=lifespan,
     )
+    app.router.route_class = BoundedJsonRoute
     app.state.svc = svc
     from cairn.web import create_web  # the dashboard; jinja loads only when the API is built
 
@@ -223,25 +226,39 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")} for e in exc.errors()
-        ]
-        first = errors[0] if errors else {"where": "body", "problem": "invalid"}
-        status, body = problem("INVALID_INPUT", f"{first['where']}: {first['problem']}", {"errors": errors[:20]})
+        status, body = from_error(invalid_input(list(exc.errors())))
         return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
 
-    @app.middleware("http")
-    async def _body_limit(request: Request, call_next):  # type: ignore[no-untyped-def]
-        length = request.headers.get("content-length")
-        cap = MAX_IMPORT_BYTES if _is_ndjson_import(request) else MAX_BODY_BYTES
-        if length is not None and (not length.isdigit() or int(length) > cap):
-            status, body = problem("VALUE_TOO_LARGE", f"the request body is over {cap} bytes", {"limit": cap})
-            return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
-        if length is None and request.headers.get("transfer-encoding"):
-            # A chunked body has no length to check up front: refuse rather than read it unbounded.
-            _, body = problem("INVALID_INPUT", "send the request body with a Content-Length", {"limit": cap})
-            return JSONResponse(body, status_code=411, media_type=MEDIA_TYPE)
-        return await call_next(request)
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Routing's own refusals (no such path, wrong method) in the same problem+json as the rest.
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            allow = _methods_at(request)
+            headers["Allow"] = ", ".join(allow)
+            status, body = problem(
+                "INVALID_INPUT", f"{request.method} is not allowed here; use {' or '.join(allow)}", status=405
+            )
+        elif exc.status_code == 404:
+            status, body = problem("NOT_FOUND", "no such endpoint (the API is under /v1, its schema at /docs)")
+        else:
+            status, body = problem("INVALID_INPUT", str(exc.detail), status=exc.status_code)
+        return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        # Never a traceback to the caller; the server's log has the exception's type.
+        status, body = problem("INTERNAL", f"unexpected {type(exc).__name__}; the server log has the details")
+        return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
+
+    # The last added runs first: the Host check refuses before the body limit reads anything.
+    app.add_middleware(BodyLimit)
+    app.add_middleware(HostGuard, allowed=None if allowed_hosts is None else list(allowed_hosts))
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        """A person who opens the server's address lands on the dashboard."""
+        return RedirectResponse("/ui/", status_code=307)
 
     @app.get("/v1/health", tags=["meta"])
     def health() -> dict[str, str]:
@@ -452,15 +469,14 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
         """
         import anyio
 
-        raw = await request.body()
         if (request.headers.get("content-type") or "").split(";")[0].strip() == NDJSON:
             try:
-                lines = raw.decode("utf-8").splitlines()
+                lines = (await request.body()).decode("utf-8").splitlines()
             except UnicodeDecodeError:
                 raise CairnError("INVALID_INPUT", "the NDJSON body is not UTF-8 text") from None
         else:
             try:
-                lines = ImportBody.model_validate_json(raw).lines
+                lines = ImportBody.model_validate(await request.json()).lines
             except ValidationError as exc:
                 raise RequestValidationError(exc.errors()) from None
         return await anyio.to_thread.run_sync(lambda: svc.import_lines(p, lines))
@@ -567,12 +583,19 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | None 
     return app
 
 
-def _is_ndjson_import(request: Request) -> bool:
-    kind = (request.headers.get("content-type") or "").split(";")[0].strip()
-    return request.scope.get("path") == "/v1/import" and kind == NDJSON
+def _methods_at(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette's 405 names only the first route's)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE and getattr(route, "methods", None):
+            methods |= set(route.methods)
+    return sorted(methods)
 
 
-def _mcp_app(svc: Cairn, allowed_hosts: list[str] | None) -> tuple[Any, Any]:
+def _mcp_app(svc: Cairn) -> tuple[Any, Any]:
     """The MCP server as an ASGI app: the SDK verifies the bearer token (401 otherwise) through
     ``resolve_token``; each tool call resolves it again, so revocation takes effect mid-session."""
     import anyio
@@ -603,13 +626,11 @@ def _mcp_app(svc: Cairn, allowed_hosts: list[str] | None) -> tuple[Any, Any]:
         "auth": AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None, required_scopes=["cairn"]),
     }
     server = build(svc, caller, auth=auth)
-    hosts = allowed_hosts or ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     asgi = server.streamable_http_app(
         streamable_http_path="/",
         stateless_http=True,
         json_response=True,
-        transport_security=TransportSecuritySettings(
-            allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts]
-        ),
+        # The app's HostGuard checks Host and Origin for every path, /mcp included: one allowlist.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     return server, asgi

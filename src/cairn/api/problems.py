@@ -33,8 +33,12 @@ STATUS: dict[str, int] = {
 }
 
 
-def problem(code: str, message: str, data: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
-    status = STATUS.get(code, 500)
+def problem(
+    code: str, message: str, data: dict[str, Any] | None = None, *, status: int | None = None
+) -> tuple[int, dict[str, Any]]:
+    """The status and body for ``code``; ``status`` overrides the table where HTTP is more precise
+    (405 for a wrong method, still ``INVALID_INPUT`` to a caller that reads the code)."""
+    status = status or STATUS.get(code, 500)
     body: dict[str, Any] = {
         "type": f"https://cairn.dev/problems/{code.lower().replace('_', '-')}",
         "title": code,

@@ -607,6 +607,15 @@ def serve(
     port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="HTTP port (default 8321; if that is taken, socket only)")
     ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            envvar="CAIRN_ALLOW_HOSTS",
+            help="A host name the server is reached by (Host/Origin), besides localhost; repeatable. "
+            "$CAIRN_ALLOW_HOSTS: names separated by spaces",
+        ),
+    ] = None,
 ) -> int:
     """Run the daemon: keeps store, index and model warm for hooks, runs the sweeps, and serves the
     HTTP API and MCP on loopback (http://127.0.0.1:8321). Ctrl-C stops."""
@@ -614,7 +623,8 @@ def serve(
 
     _local_only("cairn serve")
     where = (host, port or DEFAULT_HTTP_PORT, port is not None) if http else None
-    stats = Daemon(_home(), db=S.g.db).serve(warm=not no_warm, sweeps=not no_sweep, http=where)
+    daemon = Daemon(_home(), db=S.g.db, allow_hosts=allow_host or [])
+    stats = daemon.serve(warm=not no_warm, sweeps=not no_sweep, http=where)
     S.out.ok(
         stats,
         f"cairn serve stopped after {stats['requests']} request(s): "

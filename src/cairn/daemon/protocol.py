@@ -48,9 +48,13 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def decode(raw: bytes) -> dict[str, Any]:
-    message = json.loads(raw.decode("utf-8"))
+    """One message; bad input (not UTF-8, not JSON, too deep, a huge number, not an object) is INVALID_INPUT."""
+    from cairn.core.jsonin import loads
+    from cairn.errors import CairnError
+
+    message = loads(raw, "the request")
     if not isinstance(message, dict):
-        raise ValueError("a message is a JSON object")
+        raise CairnError("INVALID_INPUT", "the request is not a JSON object")
     return message
 
 

@@ -48,7 +48,13 @@ def _peer_uid(sock: socket.socket) -> int | None:
 
 
 class Daemon:
-    def __init__(self, home: Path, log: Any = None, db: str | None = None) -> None:
+    def __init__(
+        self, home: Path, log: Any = None, db: str | None = None, allow_hosts: list[str] | None = None
+    ) -> None:
+        from cairn.api.guard import host_names
+
+        # Names besides localhost that the HTTP API answers to (Host/Origin): checked before anything opens.
+        self.allow_hosts = host_names(allow_hosts or [])
         self.home = ensure_home(home)
         # The database this daemon serves, as clients name it (``--db`` or CAIRN_DATABASE_URL; None
         # is the home's SQLite file): a request for another one is answered "not mine" (``other_db``).
@@ -68,8 +74,8 @@ class Daemon:
     def handle(self, raw: bytes) -> dict[str, Any]:
         try:
             message = protocol.decode(raw)
-        except (ValueError, UnicodeDecodeError):
-            return _error(CairnError("INVALID_INPUT", "the request is not a JSON object"))
+        except CairnError as exc:
+            return _error(exc)
         if message.get("v") != protocol.PROTOCOL:
             return _error(CairnError("SETUP", f"client protocol {message.get('v')!r}, daemon {protocol.PROTOCOL}"))
         if (message.get("db") or None) != self.db:
@@ -262,8 +268,8 @@ class Daemon:
         from cairn.api.app import create_app
 
         loopback = host in ("127.0.0.1", "localhost", "::1")
-        # Off loopback the DNS-rebinding guard would refuse every real host name; bearer tokens guard it.
-        hosts = None if loopback else ["*"]
+        # Off loopback without --allow-host the callers' names are unknown: no Host check, tokens guard it.
+        hosts = self.allow_hosts if loopback or self.allow_hosts else None
         app = create_app(self.svc, allowed_hosts=hosts)
 
         async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:

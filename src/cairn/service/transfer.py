@@ -18,6 +18,7 @@ from sqlalchemy import and_, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from cairn.core.content import content_hash, validate_value
+from cairn.core.jsonin import loads
 from cairn.core.keys import normalize_key
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
@@ -485,9 +486,9 @@ def _parse_all(principal: Principal, lines: Iterable[str]) -> tuple[list[tuple[i
         if not text:
             continue
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            errors.append((n, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            obj = loads(text, "the line")  # bounded depth and numbers, as on every surface
+        except CairnError as exc:
+            errors.append((n, exc.message))
             continue
         if not isinstance(obj, dict):
             errors.append((n, "each line must be a JSON object"))

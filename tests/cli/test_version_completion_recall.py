@@ -27,7 +27,7 @@ ENV = {"CAIRN_EMBED_MODEL": "hash-test-64", "CAIRN_NO_DAEMON": "1"}
 
 
 def test_version_is_the_installed_package_version(cairn_home: Path) -> None:
-    installed = importlib.metadata.version("cairn")
+    installed = importlib.metadata.version("cairn-lessons")  # the distribution; the package is cairn
     for flag in ("--version", "-V"):
         proc = run_cli(cairn_home, flag)
         assert proc.returncode == 0 and proc.stdout == f"cairn {installed}\n", proc.stderr

@@ -164,7 +164,7 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("playwright is not installed: pip install -e '.[dev]' (make setup)")
+        pytest.fail("playwright is not installed: make setup")
     pw = sync_playwright().start()
     b = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"])
     try:

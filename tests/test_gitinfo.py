@@ -106,24 +106,44 @@ def test_detect_a_checkout_and_its_ladder(outside: Path) -> None:
     ]
 
 
-def test_detect_without_a_remote_names_the_project_after_the_directory(outside: Path) -> None:
-    """No remote: no repo (so no repo or branch rung), the project is the directory's name, lowercased."""
+def test_detect_without_a_remote_is_a_local_repository_and_says_so(outside: Path) -> None:
+    """No remote: the directory name is a local repository (``local/NAME``), so the branch keeps its rung,
+    and the note says that this was a guess; a directory name the grammar refuses gives no repo rung."""
     repo = make_repo(outside / "MyProj", remote=None, branch=None)
     found = detect(repo)
-    assert (found.repo, found.branch, found.project) == (None, "main", "myproj")
-    assert ladder(repo=found.repo, branch=found.branch, project=found.project) == ["project::myproj", "global"]
-    spaced = make_repo(outside / "Has Space", remote=None, branch=None)
-    assert detect(spaced).project is None  # not a valid project name: no rung rather than an error
+    assert (found.repo, found.branch, found.project, found.how) == ("local/myproj", "main", "myproj", "local")
+    assert found.note is not None and "no git remote" in found.note and "local/myproj" in found.note
+    assert ladder(repo=found.repo, branch=found.branch, project=found.project) == [
+        "branch::local/myproj::main",
+        "repo::local/myproj",
+        "project::myproj",
+        "global",
+    ]
+    spaced = detect(make_repo(outside / "Has Space", remote=None, branch=None))
+    assert (spaced.repo, spaced.project) == (None, None)  # not a valid name: no rung rather than an error
+    assert spaced.note is not None and "not a valid name" in spaced.note
 
 
-def test_detect_prefers_origin_but_takes_another_remote(outside: Path) -> None:
-    """Origin wins when there are several remotes; a checkout with only ``upstream`` still names its repo."""
+def test_detect_prefers_origin_but_takes_the_only_other_remote(outside: Path) -> None:
+    """Origin wins when there are several remotes (and needs no note); a checkout with only ``upstream``
+    still names its repo, with a note; several remotes and no origin is not guessed between."""
     both = make_repo(outside / "both")
     git(both, "remote", "add", "upstream", "https://github.com/upstream-org/api.git")
-    assert detect(both).repo == "acme/api"
+    assert (detect(both).repo, detect(both).how, detect(both).note) == ("acme/api", "origin", None)
     only = make_repo(outside / "only", remote=None)
     git(only, "remote", "add", "upstream", "https://github.com/Upstream-Org/Tool.git")
-    assert (detect(only).repo, detect(only).project) == ("upstream-org/tool", "tool")
+    found = detect(only)
+    assert (found.repo, found.project, found.how) == ("upstream-org/tool", "tool", "remote")
+    assert found.note is not None and "'upstream'" in found.note
+    several = make_repo(outside / "several", remote=None)
+    git(several, "remote", "add", "github", "https://github.com/acme/several.git")
+    git(several, "remote", "add", "gitlab", "https://gitlab.com/acme/several.git")
+    found = detect(several)
+    assert (found.repo, found.branch, found.how) == ("local/several", "feat/x", "local")
+    assert found.note is not None and "github, gitlab" in found.note
+    odd = make_repo(outside / "odd", remote="https://example.com/")
+    assert (detect(odd).repo, detect(odd).how) == ("local/odd", "local")
+    assert "names no OWNER/NAME" in (detect(odd).note or "")
 
 
 def test_detect_detached_head_has_no_branch(outside: Path) -> None:

@@ -29,6 +29,7 @@ CODES: dict[str, tuple[int, str]] = {
     "CONFLICT": (1, "refused"),
     "LIMIT": (1, "refused"),
     "AUDIT_BROKEN": (1, "refused"),
+    "UNHEALTHY": (1, "refused"),  # `cairn doctor` found a problem; the report is the reason's data
     "SETUP": (2, "error"),
     "INTERNAL": (2, "error"),
 }

@@ -3,27 +3,38 @@
 Context and recall default their ladder from the git checkout the agent runs in. This is read from
 the ``.git`` files directly rather than by running ``git``: a hook pays for every subprocess on
 every session start, and three ``git`` calls cost more than the rest of the hook's client side.
-Anything unusual (no remote, a detached HEAD, a name the scope grammar refuses) yields ``None`` for
-that part, never an error: outside a repository the ladder is just ``global``.
+Anything unusual (a detached HEAD, a name the scope grammar refuses, an unreadable config) yields
+``None`` for that part, never an error: outside a repository the ladder is just ``global``.
+
+The repository comes from the ``origin`` remote, else from the only remote there is. A checkout with no
+remote (or several, none named origin) is still a repository with branches: it becomes the local
+repository ``local/<directory name>``, so its branch rung is not silently lost. Whenever detection had
+to guess, ``Checkout.note`` says what it did, for ``cairn context`` and ``cairn doctor`` to show (the
+hooks stay quiet).
 """
 
 from __future__ import annotations
 
 import configparser
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _BRANCH = re.compile(r"[A-Za-z0-9/._-]+")
+LOCAL_OWNER = "local"  # the owner part of a repository known only by its directory name
 
 
 @dataclass(frozen=True)
 class Checkout:
     root: Path | None = None
-    repo: str | None = None  # owner/name, lowercased, from the origin remote
+    repo: str | None = None  # owner/name, lowercased, from the origin remote (see the module docstring)
     branch: str | None = None
     project: str | None = None  # the repository's name
+    # How the repository was found: "origin", "remote" (the only one), "local" (no usable remote) or
+    # None; and, when that was a guess or failed, one sentence saying so. Not part of equality.
+    how: str | None = field(default=None, compare=False)
+    note: str | None = field(default=None, compare=False)
 
 
 def find_root(start: Path) -> Path | None:
@@ -90,16 +101,18 @@ def repo_from_url(url: str) -> str | None:
     return None
 
 
-def _origin(common: Path) -> str | None:
+def _remotes(common: Path) -> dict[str, str] | None:
+    """Remote name -> URL, in config order; None when the config cannot be read."""
     parser = configparser.RawConfigParser(strict=False)
     try:
         parser.read(common / "config", encoding="utf-8")
     except (configparser.Error, UnicodeDecodeError):
         return None
-    for section in ('remote "origin"', *[s for s in parser.sections() if s.startswith("remote ")]):
-        if parser.has_option(section, "url"):
-            return parser.get(section, "url")
-    return None
+    remotes: dict[str, str] = {}
+    for section in parser.sections():
+        if section.startswith('remote "') and section.endswith('"') and parser.has_option(section, "url"):
+            remotes[section[len('remote "') : -1]] = parser.get(section, "url")
+    return remotes
 
 
 def _branch(git_dir: Path) -> str | None:
@@ -118,10 +131,49 @@ def detect(cwd: Path) -> Checkout:
     if root is None:
         return Checkout()
     git_dir = _git_dir(root)
-    if git_dir is None:
-        return Checkout(root=root)
-    url = _origin(_common_dir(git_dir))
-    repo = repo_from_url(url) if url else None
+    if git_dir is None or not git_dir.is_dir():
+        where = f" ({git_dir})" if git_dir is not None else ""
+        return Checkout(root=root, project=_project(root.name), note=f"{root}/.git points at no git directory{where}")
+    branch = _branch(git_dir)
+    common = _common_dir(git_dir)
+    remotes = _remotes(common)
+    if remotes is None:
+        return Checkout(
+            root=root, branch=branch, project=_project(root.name), note="the git config cannot be read: no repository"
+        )
+    # A linked worktree is named after its branch; the repository is the main checkout's directory.
+    home = common.parent if common.name == ".git" else root
+    repo, how, note = _repo(remotes, home)
     name = repo.split("/", 1)[1] if repo else root.name.lower()
-    project = name if _NAME.fullmatch(name) else None
-    return Checkout(root=root, repo=repo, branch=_branch(git_dir), project=project)
+    return Checkout(root=root, repo=repo, branch=branch, project=_project(name), how=how, note=note)
+
+
+def _project(name: str) -> str | None:
+    name = name.lower()
+    return name if _NAME.fullmatch(name) else None
+
+
+def _repo(remotes: dict[str, str], root: Path) -> tuple[str | None, str | None, str | None]:
+    """(repo, how, note): origin, else the only remote, else the directory name as a local repository."""
+    if "origin" in remotes:
+        chosen: str | None = "origin"
+    elif len(remotes) == 1:
+        chosen = next(iter(remotes))
+    else:
+        chosen = None
+    if chosen is not None:
+        repo = repo_from_url(remotes[chosen])
+        if repo is not None:
+            if chosen == "origin":
+                return repo, "origin", None
+            return repo, "remote", f"repository {repo} from the only remote, {chosen!r} (no origin)"
+        why = f"the {chosen!r} remote's URL names no OWNER/NAME"
+    elif remotes:
+        why = f"several remotes ({', '.join(sorted(remotes))}) and none named origin"
+    else:
+        why = "no git remote"
+    local = _project(root.name)
+    if local is None:
+        return None, None, f"{why}, and the directory name {root.name!r} is not a valid name: no repository rung"
+    repo = f"{LOCAL_OWNER}/{local}"
+    return repo, "local", f"{why}: using {repo} (the directory name) as the repository; pass --repo to choose"

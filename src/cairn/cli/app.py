@@ -634,6 +634,23 @@ def serve(
 
 
 @app.command()
+def doctor() -> None:
+    """Check this machine's Cairn: store, schema, daemon, model, installed hooks, git detection; says
+    what to do about each problem. Exit 0 healthy, 1 when a problem was found."""
+    from cairn import doctor as doctor_mod
+    from cairn.local import resolve_home
+
+    _local_only("cairn doctor")
+    report = doctor_mod.run(resolve_home(S.g.home), S.g.db, Path.cwd())
+    if report["healthy"]:
+        S.out.ok(report, doctor_mod.render(report))
+        return
+    if not S.g.json:
+        sys.stdout.write(doctor_mod.render(report) + "\n")
+    raise CairnError("UNHEALTHY", f"{len(report['problems'])} problem(s): {', '.join(report['problems'])}", report)
+
+
+@app.command()
 def reindex() -> None:
     """Rebuild the full-text index and every embedding (e.g. after an embedding model change)."""
     service, p = svc()

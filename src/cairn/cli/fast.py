@@ -118,6 +118,14 @@ def run(verb: str, argv: list[str], g: Globals, out: Output) -> int:
 
     params: dict[str, Any] = {"cwd": os.getcwd(), "repo": args.repo, "branch": args.branch, "project": args.project}
     if verb == "context":
+        if not args.repo:  # how the checkout was read, when that was a guess: a note, never on the block
+            from pathlib import Path
+
+            from cairn.gitinfo import detect
+
+            note = detect(Path(params["cwd"])).note
+            if note:
+                out.note(f"cairn: git: {note}")
         params.update(task=args.task, max_chars=args.max_chars, loop_cap=args.loop_cap)
         data = call("context", params, home=g.home, session=g.session, human=g.human, db=g.db, url=g.url)
         text = data["text"]

@@ -207,6 +207,23 @@ class Store:
             conn.rollback()
         return current
 
+    def quick_check(self) -> list[str]:
+        """What is wrong with the database file, as SQLite's ``PRAGMA quick_check`` says ([] = sound).
+
+        On Postgres the server keeps its own files; reaching it with one query is the check.
+        """
+        from sqlalchemy import text
+
+        with self._connection() as conn:
+            conn.info["cairn_schema"] = True
+            if self.dialect == "sqlite":
+                rows = [str(r[0]) for r in conn.execute(text("PRAGMA quick_check"))]
+            else:
+                conn.execute(text("SELECT 1"))
+                rows = ["ok"]
+            conn.rollback()
+        return [] if rows == ["ok"] else rows
+
     def security(self) -> dict[str, object] | None:
         """Postgres: the application role and row-level security coverage (None on SQLite)."""
         if self.dialect != "postgresql":

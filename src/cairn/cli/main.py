@@ -95,6 +95,10 @@ COMPLETE_VAR = "_CAIRN_COMPLETE"  # set by the shell completion script (typer's)
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["memory-gateway"]:  # the peer's command line as it is: cairn's global flags do not apply
+        from cairn.compat.memory_gateway.cli import main as gateway
+
+        return gateway(argv[1:])
     if os.environ.get(COMPLETE_VAR):
         from cairn.cli.app import complete
 

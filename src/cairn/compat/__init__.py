@@ -1,0 +1,1 @@
+"""Compatibility surfaces: other tools' command contracts served over Cairn's service."""

@@ -1,0 +1,68 @@
+"""Running the real ``memory-gateway`` command in a subprocess, as an agent calls it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+COMMAND = [sys.executable, "-m", "cairn.compat.memory_gateway"]
+
+
+@dataclass
+class Result:
+    rc: int
+    env: dict[str, Any] | None
+    out: str
+    err: str
+
+    @property
+    def status(self) -> str | None:
+        return self.env["status"] if self.env else None
+
+    @property
+    def code(self) -> str | None:
+        return self.env["reason"]["code"] if self.env and self.env["reason"] else None
+
+    @property
+    def data(self) -> Any:
+        return self.env["data"] if self.env else None
+
+
+def base_env(audit: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "MEMORY_GATEWAY_"))}
+    env["MEMORY_GATEWAY_DIR"] = str(audit)
+    env["CAIRN_EMBED_MODEL"] = "hash-test-64"  # the tiny deterministic embedder: no model load per call
+    env["MEMORY_GATEWAY_WAIT"] = "3"
+    return env
+
+
+def run(corpus: Path, *args: str, body: str | None = None, env: dict[str, str], timeout: float = 60) -> Result:
+    proc = subprocess.run(
+        [*COMMAND, "--corpus", str(corpus), *args],
+        input=(body or "").encode(),
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    out = proc.stdout.decode()
+    parsed = json.loads(out) if out.strip() else None
+    if out.strip():
+        assert out.count("\n") == 1, f"exactly one envelope line expected: {out!r}"
+    return Result(proc.returncode, parsed, out, proc.stderr.decode())
+
+
+def live_files(corpus: Path) -> list[str]:
+    """Topic files and archive files (relative), excluding the gateway's own state."""
+    out = []
+    for p in corpus.rglob("*"):
+        rel = p.relative_to(corpus)
+        if rel.parts[0] == ".gateway" or not p.is_file():
+            continue
+        out.append(str(rel))
+    return sorted(out)

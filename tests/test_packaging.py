@@ -131,7 +131,10 @@ def test_distribution_name_and_command() -> None:
     """The distribution has a name of its own on PyPI; the import package and the command stay ``cairn``."""
     project = _project()
     assert project["name"] == "cairn-lessons"
-    assert project["scripts"] == {"cairn": "cairn.cli.main:main"}
+    assert project["scripts"] == {
+        "cairn": "cairn.cli.main:main",
+        "memory-gateway": "cairn.compat.memory_gateway.cli:main",  # the peer's contract (docs/memory-gateway.md)
+    }
     assert "version" in project.get("dynamic", [])  # cairn.__version__ is the one definition
 
 

@@ -109,15 +109,8 @@ SCRIPT: list[tuple[str, ...]] = [
     ("list", "--limit", "1"),
     ("history", "repo::acme/api", "retry-budget"),
     ("diff", "repo::acme/api", "retry-budget", "1", "2"),
-    (
-        "supersede",
-        "global",
-        "lockfile-v2",
-        "Commit lockfiles; CI refuses a drifted one.",
-        "--supersedes",
-        "global",
-        "lockfile",
-    ),
+    ("supersede", "global", "lockfile-v2", "Commit lockfiles; CI refuses a drifted one.", "--supersedes", "global",
+     "lockfile"),
     ("archive", "repo::acme/api", "migrations"),
     ("list", "--archived"),
     ("restore", "repo::acme/api", "migrations"),
@@ -154,12 +147,9 @@ def test_every_command_answers_the_same_through_the_server(sides: tuple[Side, Si
         assert _mask(here) == _mask(there), (args, here, there)
     # The script exercised refusals too, not only successes.
     assert remote.envelope("read", "global", "missing")["reason"]["code"] == "NOT_FOUND"
-    assert (
-        remote.envelope("write", "global", "again", "Cap retries at two; the gateway now times out at 20 s.")["reason"][
-            "code"
-        ]
-        == "TOMBSTONED"
-    )
+    assert remote.envelope("write", "global", "again", "Cap retries at two; the gateway now times out at 20 s.")[
+        "reason"
+    ]["code"] == "TOMBSTONED"
 
 
 def test_a_cursor_from_the_server_continues_the_list(sides: tuple[Side, Side]) -> None:

@@ -86,20 +86,22 @@ def test_the_parser_sees_blocks_markers_and_continuations() -> None:
     ]
 
 
-def _script(found: list[Block], rc_file: Path, logs: Path) -> tuple[str, dict[int, str]]:
+def _script(found: list[Block], rc_file: Path, logs: Path, home: Path) -> tuple[str, dict[int, str]]:
     """One bash script for every block; each command's exit status is appended to ``rc_file``."""
+    from cairn.daemon.protocol import socket_path
+
     parts = [
-        "__wait_serve() {  # until the daemon answers on its socket and, unless --no-http, on HTTP",
-        "  for _ in $(seq 600); do",
-        '    if cairn --json context >/dev/null 2>&1 && [ -S "$CAIRN_HOME/cairn.sock" ]; then break; fi',
+        f"__socket={shlex.quote(socket_path(home))}",
+        "__wait_serve() {  # until the daemon answers on its socket (and HTTP, unless --no-http), or it died",
+        "  local until=$((SECONDS + 120))",
+        '  while [ $SECONDS -lt $until ] && kill -0 "$__serve_pid" 2>/dev/null; do',
+        '    [ -S "$__socket" ] && break',
         "    sleep 0.1",
         "  done",
-        '  if [ "$1" = http ]; then',
-        "    for _ in $(seq 600); do",
-        "      curl -s -o /dev/null http://127.0.0.1:8321/v1/health && break",
-        "      sleep 0.1",
-        "    done",
-        "  fi",
+        '  while [ "$1" = http ] && [ $SECONDS -lt $until ] && kill -0 "$__serve_pid" 2>/dev/null; do',
+        "    curl -s -o /dev/null http://127.0.0.1:8321/v1/health && break",
+        "    sleep 0.1",
+        "  done",
         "}",
         "__stop_serve() {",
         '  if [ -n "${__serve_pid:-}" ]; then kill -TERM "$__serve_pid"; wait "$__serve_pid"; unset __serve_pid; fi',
@@ -138,7 +140,7 @@ def test_the_readme_commands_run_in_order_on_a_fresh_home(tmp_path: Path) -> Non
     logs = tmp_path / "logs"
     logs.mkdir()
     rc_file = tmp_path / "rc"
-    script, expected = _script(found, rc_file, logs)
+    script, expected = _script(found, rc_file, logs, home)
     assert expected, "every README command was skipped"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "CLAUDE_", "CODEX_"))}
     env.update(

@@ -1,6 +1,7 @@
-"""The Claude Code plugin in the repository root: its files hold to the plugin format, its hooks are the
-ones ``cairn install claude-code`` writes, and each hook command and the MCP server run as Claude Code
-would run them (a shell command with the event on stdin; an MCP client over stdio).
+"""The Claude Code plugin (``plugins/cairn``, offered by the repository's marketplace): its files hold to the
+plugin format, its hooks are the ones ``cairn install claude-code`` writes, and each hook command and the
+MCP server run as Claude Code would run them (a shell command with the event on stdin; an MCP client over
+stdio).
 
 The format checks are written from Claude Code's plugin documentation (code.claude.com/docs/en/plugins/
 manifest-reference, …/plugins/marketplace-reference, …/hooks, …/mcp): the manifest at
@@ -31,10 +32,13 @@ from cairn.hosts.install import install
 from tests.conftest import ROOT
 from tests.hosts.conftest import FROB_FAILURE, LESSONS, Runner
 
-MANIFEST = ROOT / ".claude-plugin" / "plugin.json"
+# The plugin has a directory of its own: installing a plugin copies its whole directory, and the
+# repository root of a checkout holds a virtualenv.
+PLUGIN = ROOT / "plugins" / "cairn"
+MANIFEST = PLUGIN / ".claude-plugin" / "plugin.json"
+HOOKS = PLUGIN / "hooks" / "hooks.json"
+MCP = PLUGIN / ".mcp.json"
 MARKETPLACE = ROOT / ".claude-plugin" / "marketplace.json"
-HOOKS = ROOT / "hooks" / "hooks.json"
-MCP = ROOT / ".mcp.json"
 
 KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -144,8 +148,9 @@ def test_the_manifest_is_valid_and_names_the_version() -> None:
     assert doc["name"] == "cairn"
     assert doc["version"] == cairn.__version__  # released together with the package
     assert doc.get("description") and doc.get("author")  # the validator warns without them
-    # Components sit at the plugin root, never inside .claude-plugin/.
-    assert {p.name for p in MANIFEST.parent.iterdir()} <= {"plugin.json", "marketplace.json"}
+    # Components sit at the plugin root, never inside .claude-plugin/; nothing else is copied on install.
+    assert {p.name for p in MANIFEST.parent.iterdir()} == {"plugin.json"}
+    assert {p.name for p in PLUGIN.iterdir()} == {".claude-plugin", "hooks", ".mcp.json", "README.md"}
 
 
 def test_the_checks_refuse_what_claude_code_refuses() -> None:
@@ -194,7 +199,8 @@ def test_the_marketplace_offers_this_plugin() -> None:
     (entry,) = doc["plugins"]
     assert entry["name"] == _load(MANIFEST)["name"]
     assert entry["source"].startswith("./")  # relative to the directory holding .claude-plugin/
-    assert (ROOT / entry["source"] / ".claude-plugin" / "plugin.json").resolve() == MANIFEST.resolve()
+    assert (ROOT / entry["source"]).resolve() == PLUGIN.resolve()
+    assert {p.name for p in MARKETPLACE.parent.iterdir()} == {"marketplace.json"}
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -206,7 +212,7 @@ def _plugin_env(runner: Runner, project: Path) -> dict[str, str]:
     return runner.env(
         {
             "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
-            "CLAUDE_PLUGIN_ROOT": str(ROOT),
+            "CLAUDE_PLUGIN_ROOT": str(PLUGIN),
             "CLAUDE_PROJECT_DIR": str(project),
             "CAIRN_NO_DAEMON": "1",
         }

@@ -81,7 +81,8 @@ def test_a_moved_executable_is_followed_and_keys_a_person_added_stay(runner: Run
     config.parent.mkdir()
     config.write_text(
         'model = "gpt-5"\n\n[mcp_servers.cairn]\ncommand = "/old/bin/cairn"\nargs = [\n  "mcp",\n]\n'
-        'startup_timeout_sec = 20\n\n[mcp_servers.cairn.env]\nCAIRN_SESSION = "codex"\n\n[features]\nhooks = true\n',
+        'startup_timeout_sec = 20\n\n[mcp_servers.cairn.env]\nCAIRN_SESSION = "codex"\ncommand = "x"\n\n'
+        "[features]\nhooks = true\n",
         encoding="utf-8",
     )
     data = _install(runner)["data"]
@@ -89,7 +90,10 @@ def test_a_moved_executable_is_followed_and_keys_a_person_added_stay(runner: Run
     doc = tomllib.loads(config.read_text(encoding="utf-8"))
     entry = doc["mcp_servers"]["cairn"]
     assert entry["command"] == str((VENV_BIN / "cairn").resolve()) and entry["args"][-1] == "mcp"
-    assert entry["startup_timeout_sec"] == 20 and entry["env"] == {"CAIRN_SESSION": "codex"}
+    assert entry["startup_timeout_sec"] == 20 and entry["env"] == {
+        "CAIRN_SESSION": "codex",
+        "command": "x",
+    }  # not our key
     assert doc["model"] == "gpt-5" and doc["features"] == {"hooks": True}
     assert config.read_text(encoding="utf-8").count("[mcp_servers.cairn]") == 1
 

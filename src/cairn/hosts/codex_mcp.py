@@ -147,12 +147,13 @@ def _replace(config: Path, text: str, server: dict[str, Any]) -> str:
     start, end = _block(config, text)
     lines = text.splitlines(keepends=True)
     body: list[str] = []
-    skipping = False
+    skipping = in_subtable = False
     for line in lines[start + 1 : end]:
         if skipping:  # the rest of a multi-line args array
             skipping = "]" not in line
             continue
-        match = _KEY.match(line)
+        in_subtable = in_subtable or bool(_ANY_HEADER.match(line))  # [mcp_servers.cairn.env]: not our keys
+        match = None if in_subtable else _KEY.match(line)
         if match:
             skipping = match.group(1) == "args" and line.count("[") > line.count("]")
             continue

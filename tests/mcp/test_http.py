@@ -69,3 +69,16 @@ def test_no_or_a_bad_token_is_refused_before_any_tool(api: Api, token: str | Non
     assert "401" in repr(info.value) or "rror" in repr(info.value)
     raw = api.http("POST", "/mcp/", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, token=token)
     assert raw.status == 401
+
+
+def test_argument_refusals_over_http_are_structured(api: Api) -> None:
+    async def script(c):  # type: ignore[no-untyped-def]
+        extra = await c.call_tool("read", {"scope": "global", "key": "k", "as_admin": True})
+        wrong = await c.call_tool("search", {"query": "x", "limit": "lots"})
+        return [(r.is_error, r.structured_content["code"]) for r in (extra, wrong)], c.server_info.version
+
+    import cairn
+
+    codes, version = anyio.run(_with, api, api.alice, script)
+    assert codes == [(True, "INVALID_INPUT"), (True, "INVALID_INPUT")]
+    assert version == cairn.__version__

@@ -66,3 +66,46 @@ def live_files(corpus: Path) -> list[str]:
             continue
         out.append(str(rel))
     return sorted(out)
+
+
+def disagreements(corpus: Path) -> list[str]:
+    """Where the corpus files and the Cairn store beside them disagree (empty when they agree).
+
+    Every live topic file has an active lesson holding its body, every active lesson has its live
+    file, no write-ahead intent is left open, and MEMORY.md lists exactly the live topics.
+    """
+    import cairn.library
+    from cairn.compat.memory_gateway.corpus import Corpus
+    from cairn.compat.memory_gateway.wal import Wal
+
+    problems = []
+    c = Corpus(str(corpus))
+    files = {}
+    for slug in c.all_live():
+        topic = c.load(slug)
+        assert topic is not None
+        files[slug] = topic.body.rstrip()
+    state = corpus / ".gateway"
+    m = cairn.library.open(home=state, db=f"sqlite:///{state / 'cairn.db'}", token="")
+    try:
+        lessons = m.list(None, limit=500)["lessons"]
+    finally:
+        m.close()
+    held = {}
+    for lesson in lessons:
+        type_, stem = lesson["key"].split("::")
+        held[f"{type_}/{stem}"] = lesson["value"]
+    for slug, body in files.items():
+        if slug not in held:
+            problems.append(f"{slug}: live file, no active lesson")
+        elif held[slug] != body:
+            problems.append(f"{slug}: file body {body!r} != store {held[slug]!r}")
+    problems += [f"{slug}: active lesson, no live file" for slug in held if slug not in files]
+    pending, damaged = Wal(state / "wal.jsonl").pending()
+    if pending or damaged:
+        problems.append(f"write-ahead log: {len(pending)} open intent(s), damaged={damaged}")
+    index = (corpus / "MEMORY.md").read_text() if (corpus / "MEMORY.md").exists() else ""
+    listed = sorted(line.split("](", 1)[1].split(".md)", 1)[0] for line in index.splitlines() if "](" in line)
+    if listed != sorted(files):
+        problems.append(f"MEMORY.md lists {listed}, live files are {sorted(files)}")
+    return problems

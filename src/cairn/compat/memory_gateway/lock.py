@@ -25,7 +25,7 @@ from cairn.compat.memory_gateway.envelope import GatewayError
 
 STALE_SECS = 900
 WAIT_ENV = "MEMORY_GATEWAY_WAIT"
-DEFAULT_WAIT = 10.0
+DEFAULT_WAIT = 30.0
 
 
 def wait_bound() -> float:

@@ -98,6 +98,13 @@ class Gateway:
             self.lock.release()
             self._locked = False
 
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """The lock for one mutation; the store is opened first, so the lock covers only the change."""
+        _ = self.mirror
+        with self.locked():
+            yield
+
     def recover(self) -> None:
         """Complete what a crashed call left open, before serving anything."""
         pending, damaged = self.wal.pending()
@@ -240,6 +247,8 @@ class Gateway:
                     path.parent.rmdir()
             else:
                 touched.add(rel.split("/")[0])
+        if payload.get("remove"):
+            crash_point("remove")
         if "file" in payload:
             slug = payload["slug"]
             data = _bytes(payload["file"])
@@ -313,7 +322,7 @@ class Gateway:
         layout.check_line("description", description)
         slug = layout.slug_for(type_, name)
         _need_body(body)
-        with self.locked():
+        with self.writing():
             self.recover()
             self.refresh()
             path = self.corpus.live_path(slug)
@@ -344,7 +353,7 @@ class Gateway:
         type_, stem = layout.parse_slug(slug)
         slug = f"{type_}/{stem}"
         _need_body(delta, "the text to append")
-        with self.locked():
+        with self.writing():
             self.recover()
             self.refresh()
             topic = self.corpus.load(slug)
@@ -377,7 +386,7 @@ class Gateway:
         if supersedes is not None:
             t, s = layout.parse_slug(supersedes)
             explicit = f"{t}/{s}"
-        with self.locked():
+        with self.writing():
             self.recover()
             self.refresh()
             occupied = self.corpus.load(slug)
@@ -434,7 +443,7 @@ class Gateway:
     def archive(self, slug: str) -> tuple[str, dict[str, Any]]:
         type_, stem = layout.parse_slug(slug)
         slug = f"{type_}/{stem}"
-        with self.locked():
+        with self.writing():
             self.recover()
             self.refresh()
             topic = self.corpus.load(slug)
@@ -451,7 +460,7 @@ class Gateway:
         slug = f"{type_}/{stem}"
         if not reason or not reason.strip():
             raise GatewayError("USAGE", 'forget needs --reason "why this must go"', slug=slug)
-        with self.locked():
+        with self.writing():
             self.recover()
             self.refresh()
             topic = self.corpus.load(slug)

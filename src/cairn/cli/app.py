@@ -691,9 +691,21 @@ def export_(
 
 
 @app.command("import")
-def import_(file: Annotated[str, typer.Argument(help="JSONL file, or '-' for stdin")]) -> None:
+def import_(
+    file: Annotated[str, typer.Argument(help="JSONL file, or '-' for stdin (with --from: the corpus directory)")],
+    source: Annotated[
+        str | None, typer.Option("--from", help="memory-gateway: import that tool's Markdown corpus")
+    ] = None,
+    scope: Annotated[str | None, typer.Option(help="With --from: the scope (default project::<dir name>)")] = None,
+) -> None:
     """Import JSONL (a Cairn export, or plain {scope,key,value,...} records). Idempotent."""
     service, p = svc()
+    if source is not None or scope is not None:
+        from cairn.compat.memory_gateway.importer import import_corpus
+
+        result = import_corpus(service, p, file, source=source or "", scope=scope)
+        S.out.ok(result, render.import_result(result) + f" into {result['scope']}")
+        return
     if file == "-":
         lines = sys.stdin.read().splitlines()
     else:

@@ -244,7 +244,7 @@ def bench_import(tmp: Path, n: int, cap_s: float) -> dict[str, Any]:
 
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [*cairn_cmd(), "--json", "import", str(file)],
+        [*cairn_cmd(), "--json", "import", "--no-embed", str(file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -275,7 +275,7 @@ def bench_import(tmp: Path, n: int, cap_s: float) -> dict[str, Any]:
     if complete:
         # The second run of the same file is a no-op (idempotence); time it too.
         t1 = time.perf_counter()
-        again = json.loads(run_cli(home, "--json", "import", str(file)).stdout)["data"]
+        again = json.loads(run_cli(home, "--json", "import", "--no-embed", str(file)).stdout)["data"]
         result["rerun_seconds"] = round(time.perf_counter() - t1, 2)
         result["rerun_created"] = again["created"]
     return result

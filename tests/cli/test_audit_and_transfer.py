@@ -184,3 +184,37 @@ def test_purge_archived_older_than(cli: Cli) -> None:
     ]
     assert [x["key"] for x in cli.ok("list", "--archived", env=now)["lessons"]] == ["recent"]
     cli.refused("INVALID_INPUT", "purge", "--expired", "--older-than", "10d", env=now)
+
+
+def test_import_embeds_what_it_queued_unless_told_not_to(cli: Cli) -> None:
+    hash_model = {"CAIRN_EMBED_MODEL": "hash-test-64", "CAIRN_NO_DAEMON": "1"}
+    records = "".join(
+        json.dumps({"scope": "global", "key": f"lesson-{i}", "value": f"Imported lesson number {i} about caching."})
+        + "\n"
+        for i in range(5)
+    )
+    later = "".join(
+        json.dumps({"scope": "global", "key": f"later-{i}", "value": f"A later lesson {i} about retries."}) + "\n"
+        for i in range(3)
+    )
+
+    def queued_and_vectors() -> tuple[int, int]:
+        db = _db(cli)
+        try:
+            return (
+                db.execute("SELECT count(*) FROM embed_queue").fetchone()[0],
+                db.execute("SELECT count(*) FROM lesson_embeddings").fetchone()[0],
+            )
+        finally:
+            db.close()
+
+    # --no-embed returns with the lessons queued (searchable by text, not yet by meaning).
+    skipped = cli.ok("import", "--no-embed", "-", stdin=later, env=hash_model)
+    assert skipped["created"] == 3 and "embedded" not in skipped
+    assert queued_and_vectors() == (3, 0)
+    # By default the import embeds its queue (and what was queued before) before it returns.
+    done = cli.ok("import", "-", stdin=records, env=hash_model)
+    assert (done["created"], done["embedded"]) == (5, 8)
+    assert queued_and_vectors() == (0, 8)
+    text = cli("import", "-", stdin=records, env=hash_model).stdout
+    assert "5 unchanged" in text and "0 embedded: searchable by meaning" in text

@@ -71,7 +71,7 @@ def _start_import(home: Path, file: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "CAIRN_HOME": str(home)}
     env.pop("CAIRN_SESSION", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "cairn.cli.main", "--json", "import", str(file)],
+        [sys.executable, "-m", "cairn.cli.main", "--json", "import", "--no-embed", str(file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -180,7 +180,7 @@ def test_kill_9_during_import_leaves_all_or_nothing(cli: Cli, tmp_path: Path) ->
     assert counts_after_kill[-1] < RECORDS
 
     # Rerun to completion: exactly the file's lessons, once each, with the expected values.
-    done = cli.ok("import", str(file))
+    done = cli.ok("import", "--no-embed", str(file))
     assert done["refused"] == []
     assert done["created"] == RECORDS - counts_after_kill[-1]
     assert check_consistent(cli, records) == RECORDS
@@ -189,6 +189,6 @@ def test_kill_9_during_import_leaves_all_or_nothing(cli: Cli, tmp_path: Path) ->
 
     # A second full import changes nothing, in any table.
     before = _table_counts(db)
-    again = cli.ok("import", str(file))
+    again = cli.ok("import", "--no-embed", str(file))
     assert (again["created"], again["updated"], again["unchanged"]) == (0, 0, RECORDS)
     assert _table_counts(db) == before

@@ -697,14 +697,26 @@ def import_(
         str | None, typer.Option("--from", help="memory-gateway: import that tool's Markdown corpus")
     ] = None,
     scope: Annotated[str | None, typer.Option(help="With --from: the scope (default project::<dir name>)")] = None,
+    no_embed: Annotated[
+        bool,
+        typer.Option(
+            "--no-embed",
+            help="Return once imported: search by text works at once, by meaning after the daemon or the next "
+            "search embeds the queue",
+        ),
+    ] = False,
 ) -> None:
-    """Import JSONL (a Cairn export, or plain {scope,key,value,...} records). Idempotent."""
+    """Import JSONL (a Cairn export, or plain {scope,key,value,...} records). Idempotent.
+
+    Then embeds what it queued, with a second progress bar, so the store answers searches by meaning
+    when the command returns (Ctrl-C stops the embedding safely: what is left stays queued)."""
     service, p = svc()
     if source is not None or scope is not None:
         from cairn.compat.memory_gateway.importer import import_corpus
 
         result = import_corpus(service, p, file, source=source or "", scope=scope)
-        S.out.ok(result, render.import_result(result) + f" into {result['scope']}")
+        text = render.import_result(result) + f" into {result['scope']}"
+        S.out.ok(result, text + _embed_imported(service, p, result, no_embed))
         return
     if file == "-":
         lines = sys.stdin.read().splitlines()
@@ -719,7 +731,19 @@ def import_(
         result = service.import_lines(p, lines, progress=tick)
     if result["refused"]:
         S.out.note(f"{len(result['refused'])} record(s) refused; see --json for each reason")
-    S.out.ok(result, render.import_result(result))
+    S.out.ok(result, render.import_result(result) + _embed_imported(service, p, result, no_embed))
+
+
+def _embed_imported(service: Cairn, p: Principal, result: dict[str, Any], no_embed: bool) -> str:
+    """Embed the queue an import left (``result["embedded"]``), with its own progress bar; the summary's tail.
+
+    A remote server embeds its own queue in the background, so only a local store is drained here.
+    """
+    if no_embed or _remote_url() is not None:
+        return ""
+    with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="embedding for search by meaning") as tick:
+        result["embedded"] = service.drain_embeddings(p, progress=tick)
+    return render.embedded(result["embedded"])
 
 
 def _register_account_commands() -> None:

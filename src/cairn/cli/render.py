@@ -169,6 +169,11 @@ def import_result(r: dict[str, Any]) -> str:
     )
 
 
+def embedded(n: int) -> str:
+    """The tail of an import's summary once its queue is embedded."""
+    return f"; {n} embedded: searchable by meaning"
+
+
 @contextmanager
 def progress(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on a terminal; nothing when piped or in JSON mode."""

@@ -28,7 +28,8 @@ lock: setup
 	$(UV_COMPILE) $(LOCK_ARGS) --extra dev -c requirements.lock -o requirements-dev.lock
 
 ## make run: a guided tour on a fresh embedded (SQLite) store, then `cairn serve` with the dashboard on
-## it (prints the URL and a sign-in token; Ctrl-C stops). CAIRN_DEMO_NO_SERVE=1: the tour only.
+## it (prints the URL and a sign-in token; Ctrl-C stops). CAIRN_DEMO_NO_SERVE=1: the tour only;
+## CAIRN_DEMO_HOME=DIR: tour and serve that home (default: a new temporary one); CAIRN_DEMO_PORT=PORT.
 run: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 

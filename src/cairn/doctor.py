@@ -94,7 +94,8 @@ def _store(home: Path, db: str | None) -> tuple[list[Check], Any]:
                 {"quick_check": damage[:20]},
             )
         ], None
-    return [Check("store", "ok", f"{where} opens; integrity quick check ok", data={"dialect": store.dialect})], store
+    said = "opens; integrity quick check ok" if store.dialect == "sqlite" else "answers"
+    return [Check("store", "ok", f"{where} {said}", data={"dialect": store.dialect})], store
 
 
 def _store_fix(url: str) -> str:

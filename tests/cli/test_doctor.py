@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import envelope
+from tests.cli.test_postgres_cli import pg_url  # noqa: F401 - the fixture: a fresh migrated Postgres database
 from tests.conftest import run_cli
 from tests.hosts.conftest import VENV_BIN, make_runner
 
@@ -164,3 +165,18 @@ def test_git_detection_says_how(tmp_path: Path, remote: str | None) -> None:
     else:
         assert git["level"] == "info" and git["data"]["repo"] == "local/widget" and "no git remote" in git["detail"]
         assert git["data"]["ladder"][0] == "branch::local/widget::main"
+
+
+def test_postgres_schema_behind_is_a_problem_the_owner_fixes(cairn_home: Path, pg_url: str) -> None:  # noqa: F811
+    import psycopg
+
+    report, code = doctor(cairn_home, "--db", pg_url)
+    checks = by_name(report)
+    assert code == 0 and checks["store"]["level"] == "ok" and checks["store"]["data"]["dialect"] == "postgresql"
+    assert checks["schema"]["level"] == "ok"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0001'")
+    report, code = doctor(cairn_home, "--db", pg_url)
+    schema = by_name(report)["schema"]
+    assert code == 1 and report["problems"] == ["schema"]
+    assert schema["level"] == "problem" and schema["fix"].startswith("cairn db upgrade")

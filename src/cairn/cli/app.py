@@ -24,7 +24,7 @@ app = typer.Typer(
     name="cairn",
     help="Cairn: a versioned, audited memory store for coding agents. "
     "Global flags anywhere: --json, --home DIR, --db URL, --url http://HOST:PORT (a remote Cairn; "
-    "with CAIRN_TOKEN), --session ID, --by-human.",
+    "with CAIRN_TOKEN), --session ID, --by-human. cairn --version prints the version.",
     no_args_is_help=True,
     # typer's --install-completion / --show-completion; the completion requests themselves arrive
     # through cli/main.py (``COMPLETE_VAR``), which hands them to ``complete`` below.

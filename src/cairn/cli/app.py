@@ -77,6 +77,27 @@ def run(argv: list[str], g: Globals, out: Output) -> int:
     return result if isinstance(result, int) else 0
 
 
+@app.command()
+def completion(
+    shell: Annotated[str, typer.Argument(help="bash, zsh, fish or powershell")],
+) -> None:
+    """Print the shell completion script, e.g. eval "$(cairn completion bash)" in ~/.bashrc.
+    (--install-completion does the same for the shell it detects.)"""
+    from typer._completion_shared import Shells, get_completion_script
+
+    from cairn.cli.main import COMPLETE_VAR
+
+    shells = [s.value for s in Shells]
+    if shell not in shells:
+        raise CairnError("INVALID_INPUT", f"no completion for shell {shell!r}; one of {', '.join(shells)}")
+    script = get_completion_script(prog_name="cairn", complete_var=COMPLETE_VAR, shell=shell)
+    if S.g.json:
+        S.out.ok({"shell": shell, "script": script})
+    else:
+        sys.stdout.write(script + "\n")  # verbatim: a script, not text for the terminal filter
+        S.out.done = True
+
+
 def complete(complete_var: str) -> int:
     """Answer a shell completion request (the script typer's ``--show-completion`` prints calls back)."""
     try:

@@ -54,6 +54,8 @@ def test_create_writes_the_peer_layout_and_the_store(gw: GW, corpus: Path, store
     assert (corpus / "MEMORY.md").read_bytes() == (
         "- [Merge Preference](user/merge-preference.md) — git merge default\n".encode()
     )
+    audit = [json.loads(line) for line in (corpus.parent / "audit" / "memory-gateway.jsonl").read_text().splitlines()]
+    assert [(a["verb"], a["slug"]) for a in audit] == [("create", "user/merge-preference")]
     h = history(store, "user/merge-preference")
     assert h["status"] == "active"
     assert [v["value"] for v in h["versions"]] == ["Prefer squash."]

@@ -100,6 +100,22 @@ def test_the_openapi_schema_lists_every_endpoint(api: Api) -> None:
     schema = api.http("GET", "/openapi.json").body
     paths = set(schema["paths"])
     assert {"/v1/lessons", "/v1/lesson", "/v1/search", "/v1/recall", "/v1/context", "/v1/audit/verify"} <= paths
+    bearer = schema["components"]["securitySchemes"]["HTTPBearer"]
+    assert (bearer["type"], bearer["scheme"]) == ("http", "bearer")  # Swagger's Authorize; clients send it
+    ops = {(m, p): op for p, item in schema["paths"].items() for m, op in item.items()}
+    assert ops[("post", "/v1/lessons")]["operationId"] == "writeLesson"
+    assert ops[("get", "/v1/lessons")]["operationId"] == "listLessons"
+    assert len({op["operationId"] for op in ops.values()}) == len(ops)  # unique
+    for (method, path), op in ops.items():
+        assert "422" not in op["responses"], (method, path)  # never sent: invalid input is 400 problem+json
+        if path == "/v1/health":
+            assert "security" not in op
+            continue
+        assert op["security"] == [{"HTTPBearer": []}], (method, path)
+        for status in ("400", "401", "403", "404", "409", "413", "429"):
+            content = op["responses"][status]["content"]
+            assert content == {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    assert {"code", "detail", "status"} <= set(schema["components"]["schemas"]["Problem"]["required"])
 
 
 def test_audit_through_the_api_verifies(api: Api) -> None:

@@ -17,13 +17,17 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cairn.api import openapi
 from cairn.api.guard import MAX_IMPORT_BYTES, NDJSON, BodyLimit, HostGuard
 from cairn.api.problems import MEDIA_TYPE, from_error, problem
 from cairn.api.routing import BoundedJsonRoute
+from cairn.core.cursor import CURSOR_PATTERN, MAX_CURSOR
 from cairn.core.principal import Principal
+from cairn.core.roles import NAME_RE
 from cairn.core.scope import SCOPE_REGEX
 from cairn.errors import CairnError, invalid_input
 from cairn.service.api import Cairn
@@ -39,6 +43,15 @@ Scope = Annotated[
     ),
 ]
 Key = Annotated[str, Field(min_length=1, max_length=200, examples=["docker-build-cache"])]
+# Shown, not enforced (the service's refusal names the rule): what the service accepts, as a pattern.
+Tag = Annotated[
+    str, Field(max_length=64, json_schema_extra={"pattern": r"^\s*[A-Za-z0-9][A-Za-z0-9._:/+#-]{0,63}\s*$"})
+]
+_UNITS = "s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?"
+Duration = Annotated[
+    str, Field(max_length=20, examples=["30d"], json_schema_extra={"pattern": rf"^\s*[0-9]+\s*({_UNITS})?\s*$"})
+]
+NoNul = {"pattern": r"^[^\x00]*$"}  # Postgres text cannot hold U+0000: refused on both databases
 # The 64 KiB limit is in bytes and the service's (VALUE_TOO_LARGE with the size): shown here, not
 # enforced, so an over-long value gets the same code and message on every surface.
 Value = Annotated[str, Field(min_length=1, json_schema_extra={"maxLength": 65536})]
@@ -52,11 +65,11 @@ class WriteBody(Strict):
     scope: Scope
     key: Key
     value: Value
-    tags: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list, max_length=32)
+    tags: list[Tag] = Field(default_factory=list, max_length=32)
     kind: Literal["lesson", "fact", "preference", "reference"] = "lesson"
-    source_agent: Annotated[str, Field(max_length=500)] | None = None
-    trigger: Annotated[str, Field(max_length=500)] | None = None
-    ttl: Annotated[str, Field(max_length=20, examples=["30d"])] | None = None
+    source_agent: Annotated[str, Field(max_length=500, json_schema_extra=NoNul)] | None = None
+    trigger: Annotated[str, Field(max_length=500, json_schema_extra=NoNul)] | None = None
+    ttl: Duration | None = None
     valid_from: AwareDatetime | None = Field(None, description="When it became true in the world (ISO 8601)")
     valid_to: AwareDatetime | None = Field(None, description="When it stopped being true (ISO 8601)")
 
@@ -67,7 +80,7 @@ class AddressBody(Strict):
 
 
 class ForgetBody(AddressBody):
-    reason: Annotated[str, Field(min_length=1, max_length=2000)]
+    reason: Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NoNul)]
 
 
 class FeedbackBody(AddressBody):
@@ -80,7 +93,7 @@ class SearchBody(Strict):
     repo: Annotated[str, Field(max_length=200)] | None = None
     branch: Annotated[str, Field(max_length=200)] | None = None
     project: Annotated[str, Field(max_length=200)] | None = None
-    tag: Annotated[str, Field(max_length=64)] | None = None
+    tag: Tag | None = None
     trust: Literal["candidate", "verified"] | None = None
     limit: Annotated[int, Field(ge=1, le=100)] = 10
     mode: Literal["hybrid", "fts", "vector"] = "hybrid"
@@ -103,23 +116,41 @@ class ContextBody(Strict):
     loop_cap: Annotated[int, Field(ge=0, le=100)] | None = None
 
 
+BEARER = HTTPBearer(auto_error=False, description="A Cairn token: `cairn token create` (or `cairn user create`)")
+
+
 def _principal(
     request: Request,
-    authorization: Annotated[str | None, Header()] = None,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
     x_cairn_session: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Principal:
     """The request's principal, from its bearer token; nothing else in the request names a tenant."""
-    scheme, _, secret = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not secret.strip():
+    secret = credentials.credentials.strip() if credentials else ""
+    if not secret:
         raise CairnError("UNAUTHENTICATED", "send Authorization: Bearer <token> (create one: cairn token create)")
-    return request.app.state.svc.resolve_token(secret.strip(), session=x_cairn_session or None)
+    return request.app.state.svc.resolve_token(secret, session=x_cairn_session or None)
 
 
-OrgName = Annotated[str, Path(min_length=1, max_length=64)]
+ORG_PATTERN = NAME_RE.pattern  # shown and enforced: the same rule as check_name's
+OrgName = Annotated[str, Path(min_length=1, max_length=39, pattern=ORG_PATTERN)]
 Cursor = Annotated[
-    str | None, Query(max_length=512, description="next_cursor of the previous page; omit for the first page")
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_CURSOR,
+        pattern=CURSOR_PATTERN,
+        description="next_cursor of the previous page; omit for the first page",
+    ),
 ]
-UserName = Annotated[str, Path(min_length=1, max_length=64)]
+UserName = Annotated[str, Path(min_length=1, max_length=39, pattern=ORG_PATTERN)]
+# A scope in a query: the same field as in a body (the pattern shown, validate_scope the check).
+_SCOPE_QUERY = Query(
+    min_length=1, max_length=300, json_schema_extra={"pattern": SCOPE_REGEX}, examples=["repo::acme/widget"]
+)
+ScopeQuery = Annotated[str, _SCOPE_QUERY]
+OptionalScopeQuery = Annotated[str | None, _SCOPE_QUERY]
+KeyQuery = Annotated[str, Query(min_length=1, max_length=200)]
+OptionalKeyQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
 
 # Module level: with postponed annotations FastAPI resolves this name in the module's globals.
 Caller = Annotated[Principal, Depends(_principal)]
@@ -138,7 +169,7 @@ class LinkBody(AddressBody):
 
 class UnforgetBody(Strict):
     tombstone_id: Annotated[int, Field(ge=1, le=2**62)]
-    reason: Annotated[str, Field(min_length=1, max_length=2000)]
+    reason: Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NoNul)]
 
 
 class ImportBody(Strict):
@@ -148,13 +179,13 @@ class ImportBody(Strict):
 class TokenBody(Strict):
     perm: Literal["read", "write", "admin"] = "read"
     scope_patterns: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=32)
-    org: Annotated[str, Field(max_length=64)] | None = None
+    org: Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None = None
     expires: Annotated[str, Field(max_length=20, examples=["90d", "never"])] = "90d"
     name: Annotated[str, Field(max_length=100)] | None = None
 
 
 class OrgBody(Strict):
-    org: Annotated[str, Field(min_length=1, max_length=64)]
+    org: Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
     name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
 
@@ -177,15 +208,11 @@ class PatternBody(Strict):
 
 class PurgeBody(Strict):
     sweep: Literal["expired", "archived"]
-    older_than: Annotated[str, Field(max_length=20, examples=["30d"])] | None = None
+    older_than: Duration | None = None
 
 
 class RenameBody(Strict):
     name: Annotated[str, Field(min_length=1, max_length=200)]
-
-
-PROBLEM = {"content": {MEDIA_TYPE: {"schema": {"type": "object"}}}, "description": "problem+json"}
-ERRORS: dict[int | str, dict[str, Any]] = {s: PROBLEM for s in (400, 401, 403, 404, 409, 413, 429)}
 
 
 def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple[str, ...] | None = ()) -> FastAPI:
@@ -208,9 +235,10 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         title="Cairn",
         version="1",
         description="A versioned, audited memory store for coding agents. Bearer tokens: `cairn token create`.",
-        responses=ERRORS,
         lifespan=lifespan,
+        generate_unique_id_function=openapi.operation_id,
     )
+    openapi.install(app)
     app.router.route_class = BoundedJsonRoute
     app.state.svc = svc
     from cairn.web import create_web  # the dashboard; jinja loads only when the API is built
@@ -276,8 +304,8 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.get("/v1/lesson", tags=["lessons"])
     def read(
         p: Caller,
-        scope: Annotated[str, Query(max_length=300)],
-        key: Annotated[str, Query(max_length=200)],
+        scope: ScopeQuery,
+        key: KeyQuery,
         as_of: AwareDatetime | None = None,
         valid_at: AwareDatetime | None = None,
     ) -> dict[str, Any]:
@@ -287,9 +315,9 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.get("/v1/lessons", tags=["lessons"])
     def list_lessons(
         p: Caller,
-        scope: Annotated[str | None, Query(max_length=300)] = None,
+        scope: OptionalScopeQuery = None,
         tag: Annotated[str | None, Query(max_length=64)] = None,
-        trust: Literal["candidate", "verified", "rejected"] | None = None,
+        trust: Literal["candidate", "verified"] | None = None,
         archived: bool = False,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
         cursor: Cursor = None,
@@ -298,9 +326,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         return svc.list(p, scope, tag=tag, trust=trust, archived=archived, limit=limit, cursor=cursor)
 
     @app.get("/v1/lesson/history", tags=["lessons"])
-    def history(
-        p: Caller, scope: Annotated[str, Query(max_length=300)], key: Annotated[str, Query(max_length=200)]
-    ) -> dict[str, Any]:
+    def history(p: Caller, scope: ScopeQuery, key: KeyQuery) -> dict[str, Any]:
         """Every version of a lesson, with the record-time interval each was current."""
         return svc.history(p, scope, key)
 
@@ -338,8 +364,8 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.get("/v1/audit", tags=["audit"])
     def audit(
         p: Caller,
-        scope: Annotated[str | None, Query(max_length=300, description="with key: one lesson's entries")] = None,
-        key: Annotated[str | None, Query(max_length=200)] = None,
+        scope: OptionalScopeQuery = None,
+        key: OptionalKeyQuery = None,
         since: AwareDatetime | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 200,
         cursor: Cursor = None,
@@ -374,8 +400,8 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.get("/v1/lesson/diff", tags=["lessons"])
     def diff(
         p: Caller,
-        scope: Annotated[str, Query(max_length=300)],
-        key: Annotated[str, Query(max_length=200)],
+        scope: ScopeQuery,
+        key: KeyQuery,
         v1: Annotated[int, Query(ge=1)],
         v2: Annotated[int, Query(ge=1)],
     ) -> dict[str, Any]:
@@ -388,8 +414,8 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.get("/v1/lesson/neighborhood", tags=["graph"])
     def neighborhood(
         p: Caller,
-        scope: Annotated[str, Query(max_length=300)],
-        key: Annotated[str, Query(max_length=200)],
+        scope: ScopeQuery,
+        key: KeyQuery,
         depth: Annotated[int, Query(ge=1, le=3)] = 1,
         budget: Annotated[int, Query(ge=100, le=20000)] = 2000,
     ) -> dict[str, Any]:
@@ -412,7 +438,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.get("/v1/review", tags=["review"])
     def review(
         p: Caller,
-        scope: Annotated[str | None, Query(max_length=300)] = None,
+        scope: OptionalScopeQuery = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
         cursor: Cursor = None,
     ) -> dict[str, Any]:
@@ -436,7 +462,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         request: Request,
         p: Caller,
         active: bool = False,
-        scope: Annotated[str | None, Query(max_length=300)] = None,
+        scope: OptionalScopeQuery = None,
     ) -> Any:
         """The lossless JSONL export (the whole tenant needs an unrestricted admin token).
 
@@ -492,7 +518,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.get("/v1/tokens", tags=["accounts"])
     def token_list(
         p: Caller,
-        org: Annotated[str | None, Query(max_length=64)] = None,
+        org: Annotated[str | None, Query(max_length=39, pattern=ORG_PATTERN)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         cursor: Cursor = None,
     ) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from cairn.errors import CairnError
 
 MAX_CURSOR = 512
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"  # what encode produces: URL-safe base64 without padding
 
 
 def encode(kind: str, *position: Any) -> str:

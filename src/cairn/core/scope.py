@@ -264,15 +264,19 @@ def ladder(repo: str | None = None, branch: str | None = None, project: str | No
 # The grammar as one regular expression, shown to callers in the HTTP API's and MCP's schemas. It
 # is documentation, not the check: validate_scope is the authority, and answering with its error
 # (INVALID_SCOPE with the corrected form) beats a schema validator's "does not match pattern". So the
-# regex admits what validate_scope silently repairs (keyword case, surrounding spaces) and may admit
-# what it refuses (``..`` segments).
+# regex admits what validate_scope silently repairs (keyword case, surrounding spaces) and, being a
+# regex without look-ahead, still admits a few shapes it refuses: ``..``, a branch's ``//``, a
+# trailing ``/`` or ``.``, a ``.lock`` component.
 def _any_case(word: str) -> str:
     return "".join(f"[{c.upper()}{c}]" for c in word)
 
 
+_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"  # lower-cased by validate_scope, so any case is valid
+_BRANCH_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9/._-]{0,199}"
 SCOPE_REGEX = (
-    rf"^\s*({_any_case('global')}|{_any_case('project')}::[^:\s]+|{_any_case('repo')}::[^:/\s]+/[^:\s]+"
-    rf"|{_any_case('branch')}::[^:/\s]+/[^:\s]+::\S.*)\s*$"
+    rf"^\s*({_any_case('global')}|{_any_case('project')}::{_NAME_PATTERN}"
+    rf"|{_any_case('repo')}::{_NAME_PATTERN}/{_NAME_PATTERN}"
+    rf"|{_any_case('branch')}::{_NAME_PATTERN}/{_NAME_PATTERN}::{_BRANCH_PATTERN})\s*$"
 )
 
 

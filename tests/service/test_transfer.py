@@ -53,7 +53,7 @@ def test_round_trip_into_an_empty_store_is_lossless(svc: Cairn, me, second_store
     original = list(svc.export(me))
     target = Cairn(second_store)
     target.ensure_tenant(me)
-    result = target.import_lines(me, original)
+    result = target.import_lines(me, original, restore=True)
     assert result["refused"] == []
     assert result["created"] == 9
     assert result["tombstones"] == 2
@@ -65,7 +65,7 @@ def test_round_trip_preserves_what_readers_see(svc: Cairn, me, second_store, clo
     ids = build_rich_store(svc, me, clock)
     target = Cairn(second_store)
     target.ensure_tenant(me)
-    target.import_lines(me, svc.export(me))
+    target.import_lines(me, svc.export(me), restore=True)
     # Versions with values, record times and actors.
     a, b = svc.history(me, S, "multi"), target.history(me, S, "multi")
     assert a == b
@@ -104,9 +104,9 @@ def test_importing_the_same_export_twice_changes_nothing(svc: Cairn, me, second_
     lines = list(svc.export(me))
     target = Cairn(second_store)
     target.ensure_tenant(me)
-    target.import_lines(me, lines)
+    target.import_lines(me, lines, restore=True)
     before_counts, before = counts(second_store), snapshot(second_store)
-    again = target.import_lines(me, lines)
+    again = target.import_lines(me, lines, restore=True)
     assert (again["created"], again["updated"], again["tombstones"], again["links"]) == (0, 0, 0, 0)
     assert again["refused"] == []
     assert again["unchanged"] == again["records"] == len(lines) - 1  # every record but the header
@@ -259,7 +259,7 @@ def test_round_trip_reproduces_the_tables(svc: Cairn, me, store, second_store, c
     build_rich_store(svc, me, clock)
     target = Cairn(second_store)
     target.ensure_tenant(me)
-    target.import_lines(me, svc.export(me))
+    target.import_lines(me, svc.export(me), restore=True)
     for table in ("lessons", "lesson_versions"):
         assert _table_by_address(second_store, table) == _table_by_address(store, table), table
     tags = "SELECT l.scope, l.key, t.tag FROM lesson_tags t JOIN lessons l ON l.id = t.lesson_id ORDER BY 1, 2, 3"
@@ -269,3 +269,143 @@ def test_round_trip_reproduces_the_tables(svc: Cairn, me, store, second_store, c
         "FROM tombstones ORDER BY id"
     )
     assert rows(second_store, tomb) == rows(store, tomb)
+
+
+# -- an import carries data, not authority -----------------------------------------------------------
+
+
+def _writer(me):
+    from dataclasses import replace
+
+    from cairn.core.principal import READ, WRITE
+
+    return replace(me, actor="importer", permissions=frozenset({READ, WRITE}))
+
+
+def test_a_write_token_import_lands_candidates_and_keeps_the_claims_as_claims(
+    svc: Cairn, me, second_store, clock
+) -> None:
+    build_rich_store(svc, me, clock)
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    writer = _writer(me)
+    lines = list(svc.export(me))
+    out = target.import_lines(writer, lines)
+    assert out["restore"] is False
+    # The rejected lessons are not brought back; their tombstones are.
+    rejected = [n for n, r in enumerate(export_records(lines), 1) if r.get("key") in ("rejected", "lifted")]
+    rejected = [n for n in rejected if json.loads(lines[n - 1])["type"] == "lesson"]
+    assert len(rejected) == 2
+    assert sorted((r["line"], r["code"]) for r in out["refused"]) == [(n, "FORBIDDEN") for n in rejected]
+    assert out["tombstones"] == 2
+    lesson = target.read(me, "global", "verified")["lesson"]
+    assert (lesson["trust"], lesson["origin"], lesson["author"], lesson["created_by"]) == (
+        "candidate",
+        "import",
+        "importer",
+        "importer",
+    )
+    assert lesson["claimed"]["trust"] == "verified"
+    assert lesson["claimed"]["origin"] == "human"
+    assert lesson["claimed"]["created_by"] == "agent-a"
+    assert lesson["claimed"]["created_at"] == "2025-01-02T00:00:00Z"
+    promoted = target.read(me, "project::cairn", "promoted")["lesson"]
+    assert (promoted["trust"], promoted["seen_count"]) == ("candidate", 1)
+    assert promoted["claimed"]["seen_count"] == 3 and promoted["claimed"]["trust"] == "verified"
+    multi = target.read(me, S, "multi")["lesson"]
+    assert (multi["helped_count"], multi["claimed"]["helped_count"]) == (0, 1)
+    assert multi["value"] == "second wording" and multi["tags"] == ["ci"]  # data arrives as it was
+    # One version, by the importer, now; not the exporter's history.
+    history = target.history(me, S, "multi")["versions"]
+    assert [(v["action"], v["actor"]) for v in history] == [("import", "importer")]
+    # Every lesson waits in review; nothing arrived verified.
+    assert {r["trust"] for r in rows(second_store, "SELECT trust FROM lessons")} == {"candidate"}
+    # State stays out of reads: archived stays archived, superseded stays superseded.
+    assert [x["key"] for x in target.list(me, S, archived=True)["lessons"]] == ["archived"]
+    refused("NOT_FOUND", target.read, me, S, "old-way")
+    refused("TOMBSTONED", target.write, me, "global", "again", "bad advice!")
+    # The ledger says what happened: imports with claims, not restores.
+    entries = [json.loads(r["detail"]) for r in rows(second_store, "SELECT * FROM audit_log WHERE action = 'import'")]
+    assert entries and all(d.get("claimed") is True and "restore" not in d for d in entries)
+    assert target.audit_verify(me)["ok"] is True
+    # The claims travel with the lesson: an export carries them, a restore keeps them.
+    exported = [r for r in export_records(target.export(me)) if r.get("key") == "verified"][0]
+    assert exported["claimed"]["trust"] == "verified"
+    before = snapshot(second_store)
+    again = target.import_lines(writer, svc.export(me))
+    assert again["created"] == 0 and again["tombstones"] == 0 and again["links"] == 0
+    assert snapshot(second_store) == before
+
+
+def test_restore_is_an_admins_and_is_audited_as_a_restore(svc: Cairn, me, second_store, clock) -> None:
+    build_rich_store(svc, me, clock)
+    lines = list(svc.export(me))
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    before = snapshot(second_store)
+    err = refused("FORBIDDEN", target.import_lines, _writer(me), lines, restore=True)
+    assert "admin" in err.message
+    assert snapshot(second_store) == before
+    out = target.import_lines(me, lines, restore=True)
+    assert out["restore"] is True and out["refused"] == []
+    assert target.read(me, "global", "verified")["lesson"]["trust"] == "verified"
+    assert target.read(me, "global", "verified")["lesson"]["claimed"] is None
+    entries = [json.loads(r["detail"]) for r in rows(second_store, "SELECT * FROM audit_log WHERE action = 'import'")]
+    assert len(entries) == 9 and all(d["restore"] is True for d in entries)
+
+
+def test_a_plain_records_author_is_a_claim_unless_restored(svc: Cairn, me, store) -> None:
+    line = json.dumps({"scope": S, "key": "k", "value": "Someone else wrote this.", "author": "alice"})
+    lesson = svc.import_lines(human(me), [line]) and svc.read(me, S, "k")["lesson"]
+    # A person importing a file does not vouch for it: a candidate, authored by the importer.
+    assert (lesson["trust"], lesson["author"], lesson["claimed"]) == ("candidate", "agent-a", {"author": "alice"})
+    line2 = json.dumps({"scope": S, "key": "k2", "value": "Restored authorship.", "author": "alice"})
+    svc.import_lines(me, [line2], restore=True)
+    lesson2 = svc.read(me, S, "k2")["lesson"]
+    assert (lesson2["author"], lesson2["claimed"]) == ("alice", None)
+
+
+def test_import_applies_the_write_paths_types_all_or_nothing(svc: Cairn, me, store) -> None:
+    export_line = export_all(svc, me)  # header only
+    assert export_line[0]["type"] == "header"
+    svc.write(me, S, "existing", "already here")
+    svc.write(me, S, "lesson", "an exported lesson")
+    good = [r for r in export_records(svc.export(me)) if r.get("key") == "lesson"][0]
+    as_string = dict(good, key="as-string", versions=[dict(good["versions"][0], tags="ci")])
+    counted = dict(good, key="counted", versions=[dict(good["versions"][0], seen_count="5")])
+    flag = dict(good, key="flag", versions=[dict(good["versions"][0], archived="yes")])
+    agent = dict(good, key="agent", versions=[dict(good["versions"][0], source_agent=5)])
+    long_agent = dict(good, key="long", versions=[dict(good["versions"][0], source_agent="x" * 501)])
+    before = snapshot(store)
+    lines = [
+        json.dumps({"scope": S, "key": "fine", "value": "a fine record"}),
+        json.dumps({"scope": S, "key": "plain", "value": "tags as a string", "tags": "deploy"}),
+        json.dumps(as_string),
+        json.dumps(counted),
+        json.dumps(flag),
+        json.dumps(agent),
+        json.dumps(long_agent),
+        json.dumps({"scope": S, "key": "n", "value": "tags of numbers", "tags": [1, 2]}),
+    ]
+    for restore in (False, True):
+        err = refused("INVALID_INPUT", svc.import_lines, me, lines, restore=restore)
+        assert [e["line"] for e in err.data["errors"]] == [2, 3, 4, 5, 6, 7, 8]
+        assert "tags must be a list of strings" in err.data["errors"][0]["message"]
+        assert '["deploy"]' in err.data["errors"][0]["message"]  # the corrected form
+        assert "nothing was imported" in err.message
+        assert snapshot(store) == before
+    # Not split into characters by any path.
+    assert rows(store, "SELECT tag FROM lesson_tags WHERE tag IN ('d', 'c', 'i')") == []
+
+
+def test_an_exported_lesson_whose_content_was_forgotten_here_is_refused(svc: Cairn, me, second_store) -> None:
+    svc.write(me, S, "k", "Pin the compiler to version 12.")
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    target.write(me, "global", "orig", "Pin the compiler to version 12.")
+    target.forget(me, "global", "orig", "wrong")
+    before = snapshot(second_store)
+    for restore in (False, True):
+        out = target.import_lines(me, svc.export(me), restore=restore)
+        assert [r["code"] for r in out["refused"]] == ["TOMBSTONED"]
+        assert snapshot(second_store) == before

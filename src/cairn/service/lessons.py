@@ -43,8 +43,24 @@ MAX_FIELD = 500  # source_agent, trigger, author, url
 
 
 def normalize_tags(tags: list[str] | tuple[str, ...] | None) -> list[str]:
+    """Tags as stored: lower case, checked, de-duplicated, in the order given.
+
+    The type is checked too: a string where the list belongs would otherwise be iterated as its
+    characters (``"deploy"`` -> d, e, p, ...), which JSON input (import, API) can send.
+    """
+    if tags is None:
+        return []
+    if not isinstance(tags, list | tuple):
+        raise CairnError(
+            "INVALID_INPUT",
+            f'tags must be a list of strings, got {type(tags).__name__} (write ["{tags}"] for one tag)'
+            if isinstance(tags, str)
+            else f"tags must be a list of strings, got {type(tags).__name__}",
+        )
     out: list[str] = []
-    for raw in tags or ():
+    for raw in tags:
+        if not isinstance(raw, str):
+            raise CairnError("INVALID_INPUT", f"each tag must be a string, got {type(raw).__name__}")
         tag = raw.strip().lower()
         if not _TAG.match(tag):
             raise CairnError(
@@ -63,6 +79,8 @@ def normalize_tags(tags: list[str] | tuple[str, ...] | None) -> list[str]:
 def _bounded(name: str, value: str | None) -> str | None:
     if value is None:
         return None
+    if not isinstance(value, str):  # JSON input (import, API) can send any type
+        raise CairnError("INVALID_INPUT", f"{name} must be a string, got {type(value).__name__}")
     value = value.strip()
     if len(value) > MAX_FIELD:
         raise CairnError("INVALID_INPUT", f"{name} is longer than {MAX_FIELD} characters")
@@ -88,6 +106,8 @@ class WriteInput:
     origin: str
     author: str | None
     url: str | None
+    # JSON of what an import claimed and was not granted (see TransferOps.import_lines); else None.
+    claimed: str | None = None
 
     @cached_property
     def content_hash(self) -> str:
@@ -176,6 +196,8 @@ class LessonOps:
     def _write_tx(
         self, conn: Connection, principal: Principal, inp: WriteInput, *, import_mode: bool = False
     ) -> dict[str, Any]:
+        """The write itself. ``import_mode``: a record of a file, not anyone's word — a new lesson
+        or an edit lands as a candidate whoever imports it, and same content is "unchanged"."""
         now = utcnow()
         chash = inp.content_hash
         check_tombstones(conn, principal, inp.value, inp.scope, inp.key, chash=chash)
@@ -190,11 +212,12 @@ class LessonOps:
                 if import_mode:
                     return self._result("unchanged", twin, now, note="same content already stored")
                 return self._recur(conn, principal, twin, inp, now, note="same content already stored here")
-            state = self._new_state(principal, inp, chash, now)
+            state = self._new_state(principal, inp, chash, now, candidate=import_mode)
             detail = None
             # With a threshold of 1 the first sighting already suffices; decided before the row is
             # written so one write stays one version and one audit row.
-            if state["trust"] == "candidate" and principal.session and self.settings.promotion_threshold <= 1:
+            promote_now = principal.session and self.settings.promotion_threshold <= 1 and not import_mode
+            if state["trust"] == "candidate" and promote_now:
                 state["trust"] = "verified"
                 detail = {"promoted_by": "1 session"}
             row = apply(conn, principal, None, state, "create", now, detail=detail)
@@ -204,9 +227,11 @@ class LessonOps:
             if import_mode:
                 return self._result("unchanged", existing, now)
             return self._recur(conn, principal, existing, inp, now)
-        return self._edit(conn, principal, existing, inp, chash, now)
+        return self._edit(conn, principal, existing, inp, chash, now, candidate=import_mode)
 
-    def _new_state(self, principal: Principal, inp: WriteInput, chash: str, now: datetime) -> dict[str, Any]:
+    def _new_state(
+        self, principal: Principal, inp: WriteInput, chash: str, now: datetime, *, candidate: bool = False
+    ) -> dict[str, Any]:
         return {
             "scope": inp.scope,
             "key": inp.key,
@@ -218,7 +243,7 @@ class LessonOps:
             "origin": inp.origin,
             "author": inp.author or principal.actor,
             "url": inp.url,
-            "trust": "verified" if principal.human else "candidate",
+            "trust": "verified" if principal.human and not candidate else "candidate",
             "seen_count": 1,
             "helped_count": 0,
             "not_helped_count": 0,
@@ -228,6 +253,7 @@ class LessonOps:
             "archived_at": None,
             "superseded_by": None,
             "content_hash": chash,
+            "claimed": inp.claimed,
         }
 
     def _edit(
@@ -238,6 +264,8 @@ class LessonOps:
         inp: WriteInput,
         chash: str,
         now: datetime,
+        *,
+        candidate: bool = False,
     ) -> dict[str, Any]:
         state = dict(before)
         # A bound the caller did not give is inherited, unless the given one makes the inherited one
@@ -257,13 +285,14 @@ class LessonOps:
             source_agent=inp.source_agent or before["source_agent"],
             trigger=inp.trigger or before["trigger"],
             # New content has not earned the old content's trust; a person's word has.
-            trust="verified" if principal.human else "candidate",
+            trust="verified" if principal.human and not candidate else "candidate",
             valid_from=valid_from,
             valid_to=valid_to,
             # A value-only edit never clears an existing TTL (LoreKit got this right).
             expires_at=now + inp.ttl if inp.ttl else before["expires_at"],
             # A new assertion at a retired address brings the address back into use.
             superseded_by=None,
+            claimed=inp.claimed if inp.claimed is not None else before.get("claimed"),
         )
         row = apply(conn, principal, before, state, "update", now)
         self._sight(conn, principal, row, now)

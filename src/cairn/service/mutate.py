@@ -172,10 +172,11 @@ def replay(
     versions: list[dict[str, Any]],
     now: datetime,
 ) -> dict[str, Any]:
-    """Recreate a lesson with its whole history, as exported (lossless import).
+    """Recreate a lesson with its whole history, as exported (an admin's restore import).
 
-    History rows keep their original record times and actors; one ``import`` audit row records
-    that they arrived, because the audit is this store's ledger, not the exporter's.
+    History rows keep their original record times and actors; one ``import`` audit row, flagged
+    ``restore``, records that they arrived and that they were granted as written, because the audit
+    is this store's ledger, not the exporter's.
     """
     last = versions[-1]
     values = {k: last.get(k) for k in STATE_FIELDS if k in last}
@@ -187,6 +188,7 @@ def replay(
         url=lesson.get("url"),
         archived_at=lesson.get("archived_at"),
         superseded_by=None,
+        claimed=lesson.get("claimed"),
         tenant_id=principal.tenant_id,
         version=last["version"],
         created_at=lesson["created_at"],
@@ -220,7 +222,7 @@ def replay(
         key=row["key"],
         version_after=row["version"],
         hash_after=row["content_hash"],
-        detail={"versions": len(versions)},
+        detail={"versions": len(versions), "restore": True},
         at=now,
     )
     return row

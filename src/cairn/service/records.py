@@ -30,7 +30,7 @@ ORIGINS = ("agent", "human", "webhook", "import", "consolidation")
 STATE_FIELDS = (
     "scope", "key", "value", "tags", "kind", "source_agent", "trigger", "origin", "author", "url",
     "trust", "seen_count", "helped_count", "not_helped_count", "valid_from", "valid_to",
-    "expires_at", "archived_at", "superseded_by", "content_hash",
+    "expires_at", "archived_at", "superseded_by", "content_hash", "claimed",
 )  # fmt: skip
 
 
@@ -184,4 +184,7 @@ def public(row: dict[str, Any], now: datetime) -> dict[str, Any]:
         "updated_at": _t(row["updated_at"]),
         "created_by": row["created_by"],
         "updated_by": row["updated_by"],
+        # What an import claimed about the lesson and was not granted (origin, author, trust,
+        # counters, times): shown as claims, never as the lesson's own provenance.
+        "claimed": json.loads(row["claimed"]) if row.get("claimed") else None,
     }

@@ -5,30 +5,39 @@ tombstones, then links (links name lessons by address, so they survive into a st
 differ). Import validates every line before it writes anything, then writes in batches of one
 transaction each: a killed import leaves whole batches, and running it again finishes the job
 without duplicating anything (identical records are no-ops, not recurrences).
+
+An import carries data, not authority. A file can claim anything — that a lesson is verified, that
+a person wrote it, that it was seen fifty times — so only an admin's explicit restore
+(``restore=True``, ``cairn import --restore``) grants what the file says: trust, provenance
+(origin, author, created_by), counters and timestamps, with the whole version history, audited as a
+restore. Any other import lands each lesson as a candidate with origin ``import`` and the importer
+as author, and keeps what the record claimed in ``lessons.claimed``, shown as claims. Either way
+each record passes the write path's own validators (``make_write``: types, limits) and the same
+tombstone check.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from cairn.core.content import content_hash, validate_value
 from cairn.core.jsonin import loads
 from cairn.core.keys import normalize_key
-from cairn.core.principal import READ, WRITE, Principal
+from cairn.core.principal import ADMIN, MAX_SESSION_CHARS, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, parse_time, parse_ttl, utcnow
 from cairn.errors import CairnError
 from cairn.service import audit, indexing, limits
-from cairn.service.lessons import LessonOps, WriteInput, make_write, normalize_tags
-from cairn.service.mutate import Change, apply_many, replay
-from cairn.service.records import KINDS, ORIGINS, TRUST, active_clause, fetch
-from cairn.service.tombstones import check_tombstones, forgotten_identity
+from cairn.service.lessons import LessonOps, WriteInput, make_write
+from cairn.service.mutate import Change, apply, apply_many, replay
+from cairn.service.records import ORIGINS, TRUST, active_clause, fetch
+from cairn.service.tombstones import MAX_REASON, check_tombstones, forgotten_identity
 from cairn.store.schema import lesson_versions, lessons, links, tombstones
 
 FORMAT = "cairn-export"
@@ -142,10 +151,16 @@ class TransferOps(LessonOps):
 
     # -- import -------------------------------------------------------------------------------
     def import_lines(
-        self, principal: Principal, lines: Iterable[str], *, progress: Progress | None = None
+        self,
+        principal: Principal,
+        lines: Iterable[str],
+        *,
+        restore: bool = False,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
-        principal.require(WRITE)
-        records, errors = _parse_all(principal, lines)
+        """Import JSONL; ``restore`` (an admin's) grants what the records claim, see the module doc."""
+        principal.require(ADMIN if restore else WRITE)
+        records, errors = _parse_all(principal, lines, restore)
         if errors:
             shown = errors[:MAX_REPORTED_ERRORS]
             more = f" (and {len(errors) - len(shown)} more)" if len(errors) > len(shown) else ""
@@ -166,7 +181,7 @@ class TransferOps(LessonOps):
             def tx(
                 conn: Connection, batch: list[tuple[int, str, Any]] = batch, done: int = done
             ) -> list[tuple[str, Any]]:
-                bulk = _PlainBulk(self, conn, principal, [rec for _, kind, rec in batch if kind == "plain"])
+                bulk = _PlainBulk(self, conn, principal, [rec for _, kind, rec in batch if kind == "plain"], restore)
                 outcomes: list[tuple[str, Any]] = []
                 lim, _ = limits.effective(conn, self.settings, principal.tenant_id)
                 for lineno, kind, rec in batch:
@@ -179,7 +194,7 @@ class TransferOps(LessonOps):
                             outcomes.append(("created", None))
                             continue
                         bulk.flush()
-                        outcomes.append(self._import_one(conn, principal, kind, rec, supersessions))
+                        outcomes.append(self._import_one(conn, principal, kind, rec, supersessions, restore))
                         if kind == "plain":
                             bulk.touched(rec)
                     except CairnError as exc:
@@ -216,7 +231,7 @@ class TransferOps(LessonOps):
             self.store.run(
                 lambda conn: _link_supersessions(conn, principal, supersessions), write=True, **principal.db_vars
             )
-        return {**counts, "refused": refused, "records": total}
+        return {**counts, "refused": refused, "records": total, "restore": restore}
 
     def _import_one(
         self,
@@ -225,49 +240,84 @@ class TransferOps(LessonOps):
         kind: str,
         rec: Any,
         supersessions: list[tuple[tuple[str, str], tuple[str, str]]],
+        restore: bool,
     ) -> tuple[str, Any]:
         now = utcnow()
+        level = ADMIN if restore else WRITE
         if kind == "plain":
-            principal.require(WRITE, rec.scope)
+            principal.require(level, rec.scope)
             result = self._write_tx(conn, principal, rec, import_mode=True)
             return ("unchanged" if result["action"] in ("unchanged", "recurred") else result["action"], None)
         if kind == "lesson":
             lesson, versions = rec
-            principal.require(WRITE, lesson["scope"])
+            principal.require(level, lesson["scope"])
             existing = fetch(conn, principal, lesson["scope"], lesson["key"])
             last = versions[-1]
             if existing is not None:
-                if existing["version"] == last["version"] and existing["content_hash"] == last["content_hash"]:
+                same = existing["content_hash"] == last["content_hash"]
+                if same and (not restore or existing["version"] == last["version"]):
                     return ("unchanged", None)
                 raise CairnError(
                     "CONFLICT",
                     f"{lesson['scope']} {lesson['key']} already exists with a different history "
                     f"(version {existing['version']} here, {last['version']} in the file)",
                 )
+            if not restore and last["trust"] == "rejected":
+                raise CairnError(
+                    "FORBIDDEN",
+                    f"{lesson['scope']} {lesson['key']} is a rejected lesson: only an admin's import --restore "
+                    "brings rejected lessons back (its tombstone, when the file has it, is imported either way)",
+                )
             if last["trust"] != "rejected":
                 check_tombstones(
                     conn, principal, last["value"], lesson["scope"], lesson["key"], chash=last["content_hash"]
                 )
-            replay(conn, principal, lesson, versions, now)
+            if restore:
+                replay(conn, principal, lesson, versions, now)
+            else:
+                twin = self._same_content_in_scope(conn, principal, lesson["scope"], last["content_hash"])
+                if twin is not None:
+                    return ("unchanged", None)
+                apply(
+                    conn,
+                    principal,
+                    None,
+                    _claimed_state(principal, lesson, versions, now),
+                    "import",
+                    now,
+                    detail={"claimed": True, "versions": len(versions)},
+                )
             if lesson.get("superseded_by"):
                 sb = lesson["superseded_by"]
                 supersessions.append(((lesson["scope"], lesson["key"]), (sb["scope"], sb["key"])))
             return ("created", None)
         if kind == "tombstone":
-            principal.require(WRITE, rec["scope"])
-            exists = conn.execute(
-                select(tombstones.c.id).where(
-                    tombstones.c.tenant_id == principal.tenant_id,
-                    tombstones.c.content_hash == rec["content_hash"],
-                    tombstones.c.scope == rec["scope"],
-                    tombstones.c.key == rec["key"],
-                    tombstones.c.created_at == rec["created_at"],
-                )
-            ).first()
-            if exists:
+            principal.require(level, rec["scope"])
+            values = dict(rec)
+            match = [
+                tombstones.c.tenant_id == principal.tenant_id,
+                tombstones.c.content_hash == rec["content_hash"],
+                tombstones.c.scope == rec["scope"],
+                tombstones.c.key == rec["key"],
+            ]
+            claims = None
+            if restore:
+                match.append(tombstones.c.created_at == rec["created_at"])
+            else:
+                # Who forgot it and when are the file's word: the row says who imported it, when.
+                lifted = rec["lifted_at"] is not None
+                match.append(tombstones.c.lifted_at.is_not(None) if lifted else tombstones.c.lifted_at.is_(None))
+                claims = {
+                    k: _t(v) if isinstance(v, datetime) else v
+                    for k, v in rec.items()
+                    if k in ("created_at", "created_by", "lifted_at", "lifted_by") and v is not None
+                }
+                values.update(created_at=now, created_by=principal.actor)
+                if lifted:
+                    values.update(lifted_at=now, lifted_by=principal.actor)
+            if conn.execute(select(tombstones.c.id).where(*match)).first():
                 return ("unchanged", None)
             target = fetch(conn, principal, rec["scope"], rec["key"])
-            values = dict(rec)
             if values["identity"] is None and target is not None:  # an older export: the text may be here
                 values["identity"] = forgotten_identity(conn, principal, target["id"], rec["content_hash"])
             tid = conn.execute(
@@ -275,6 +325,11 @@ class TransferOps(LessonOps):
                     tenant_id=principal.tenant_id, lesson_id=target["id"] if target else None, **values
                 )
             ).inserted_primary_key[0]
+            detail: dict[str, Any] = {"tombstone_id": tid, "lifted": rec["lifted_at"] is not None}
+            if restore:
+                detail["restore"] = True
+            else:
+                detail["claimed"] = claims
             audit.record(
                 conn,
                 principal,
@@ -283,11 +338,12 @@ class TransferOps(LessonOps):
                 scope=rec["scope"],
                 key=rec["key"],
                 hash_before=rec["content_hash"],
-                detail={"tombstone_id": tid, "lifted": rec["lifted_at"] is not None},
+                detail=detail,
                 at=now,
             )
             return ("tombstones", None)
         # link
+        principal.require(level, rec["src"][0])
         src = fetch(conn, principal, *rec["src"])
         dst = fetch(conn, principal, *rec["dst"])
         if src is None or dst is None:
@@ -305,10 +361,12 @@ class TransferOps(LessonOps):
                 src_id=src["id"],
                 dst_id=dst["id"],
                 rel=rec["rel"],
-                created_at=rec["created_at"],
-                created_by=rec["created_by"],
+                created_at=rec["created_at"] if restore else now,
+                created_by=rec["created_by"] if restore else principal.actor,
             )
         )
+        link_detail: dict[str, Any] = {"rel": rec["rel"], "to": {"scope": dst["scope"], "key": dst["key"]}}
+        link_detail.update({"imported": True, "restore": True} if restore else {"imported": True})
         audit.record(
             conn,
             principal,
@@ -316,10 +374,60 @@ class TransferOps(LessonOps):
             lesson_id=src["id"],
             scope=src["scope"],
             key=src["key"],
-            detail={"rel": rec["rel"], "to": {"scope": dst["scope"], "key": dst["key"]}, "imported": True},
+            detail=link_detail,
             at=now,
         )
         return ("links", None)
+
+
+def _claimed_state(
+    principal: Principal, lesson: dict[str, Any], versions: list[dict[str, Any]], now: datetime
+) -> dict[str, Any]:
+    """A lesson record landed without a restore: its data, the importer's authority, its claims kept.
+
+    Data is the text and what qualifies it (tags, kind, agent, trigger, url, valid time, expiry, an
+    archived lesson stays out of reads). Authority — trust, origin, author, counters, who and when —
+    is the importer's and "now"; what the record said about those is kept in ``claimed``.
+    """
+    last = versions[-1]
+    claims = {
+        "origin": lesson["origin"],
+        "author": lesson.get("author"),
+        "created_by": lesson["created_by"],
+        "created_at": _t(lesson["created_at"]),
+        "updated_by": last["actor"],
+        "updated_at": _t(last["recorded_at"]),
+        "trust": last["trust"],
+        "seen_count": last["seen_count"],
+        "helped_count": last["helped_count"],
+        "not_helped_count": last["not_helped_count"],
+        "versions": len(versions),
+        "archived_at": _t(lesson.get("archived_at")),
+        "claimed": lesson.get("claimed_by_file"),
+    }
+    return {
+        "scope": lesson["scope"],
+        "key": lesson["key"],
+        "value": last["value"],
+        "tags": last["tags"],
+        "kind": last["kind"],
+        "source_agent": last["source_agent"],
+        "trigger": last["trigger"],
+        "origin": "import",
+        "author": principal.actor,
+        "url": lesson.get("url"),
+        "trust": "candidate",
+        "seen_count": 1,
+        "helped_count": 0,
+        "not_helped_count": 0,
+        "valid_from": last["valid_from"],
+        "valid_to": last["valid_to"],
+        "expires_at": last["expires_at"],
+        "archived_at": now if lesson.get("archived_at") else None,
+        "superseded_by": None,
+        "content_hash": last["content_hash"],
+        "claimed": json.dumps({k: v for k, v in claims.items() if v is not None}, ensure_ascii=False),
+    }
 
 
 class _PlainBulk:
@@ -332,8 +440,11 @@ class _PlainBulk:
     them. What is "plainly new" is decided from three queries per batch.
     """
 
-    def __init__(self, ops: TransferOps, conn: Connection, principal: Principal, recs: list[WriteInput]) -> None:
+    def __init__(
+        self, ops: TransferOps, conn: Connection, principal: Principal, recs: list[WriteInput], restore: bool
+    ) -> None:
         self.ops, self.conn, self.principal = ops, conn, principal
+        self.level = ADMIN if restore else WRITE
         self.now = utcnow()
         self.pending: list[Change] = []
         self.enabled = bool(recs) and not principal.session
@@ -379,7 +490,7 @@ class _PlainBulk:
     def can_create(self, rec: WriteInput) -> bool:
         if not self.enabled:
             return False
-        self.principal.require(WRITE, rec.scope)
+        self.principal.require(self.level, rec.scope)
         h = rec.content_hash
         return (
             (rec.scope, rec.key) not in self.addresses
@@ -391,7 +502,8 @@ class _PlainBulk:
 
     def add(self, rec: WriteInput) -> None:
         h = rec.content_hash
-        self.pending.append(Change(None, self.ops._new_state(self.principal, rec, h, self.now), "create"))
+        state = self.ops._new_state(self.principal, rec, h, self.now, candidate=True)  # as _write_tx's import_mode
+        self.pending.append(Change(None, state, "create"))
         self.touched(rec)
 
     def touched(self, rec: WriteInput) -> None:
@@ -451,6 +563,7 @@ def _export_lesson(r: dict[str, Any], versions: list[dict[str, Any]], by_id: dic
         "superseded_by": {"scope": sb["scope"], "key": sb["key"]} if sb else None,
         "created_at": _t(r["created_at"]),
         "created_by": r["created_by"],
+        "claimed": json.loads(r["claimed"]) if r.get("claimed") else None,
         "versions": [
             {
                 "version": v["version"],
@@ -478,7 +591,9 @@ def _export_lesson(r: dict[str, Any], versions: list[dict[str, Any]], by_id: dic
     }
 
 
-def _parse_all(principal: Principal, lines: Iterable[str]) -> tuple[list[tuple[int, str, Any]], list[tuple[int, str]]]:
+def _parse_all(
+    principal: Principal, lines: Iterable[str], restore: bool
+) -> tuple[list[tuple[int, str, Any]], list[tuple[int, str]]]:
     records: list[tuple[int, str, Any]] = []
     errors: list[tuple[int, str]] = []
     for n, line in enumerate(lines, start=1):
@@ -494,11 +609,14 @@ def _parse_all(principal: Principal, lines: Iterable[str]) -> tuple[list[tuple[i
             errors.append((n, "each line must be a JSON object"))
             continue
         try:
-            parsed = _parse_record(principal, obj)
+            parsed = _parse_record(principal, obj, restore)
         except CairnError as exc:
             errors.append((n, f"{exc.code}: {exc.message}"))
             continue
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            errors.append((n, f"missing field {exc}"))
+            continue
+        except (TypeError, ValueError) as exc:
             errors.append((n, f"malformed record ({exc})"))
             continue
         if parsed is not None:
@@ -512,11 +630,33 @@ def _values(kind: str, rec: Any) -> list[str]:
         return [rec.value]
     if kind == "lesson":
         _lesson, versions = rec
-        return [v["value"] for v in versions if isinstance(v.get("value"), str)]
+        return [v["value"] for v in versions]
     return []
 
 
-def _parse_record(principal: Principal, obj: dict[str, Any]) -> tuple[str, Any] | None:
+def _str(obj: dict[str, Any], field: str, *, required: bool = True, limit: int = 500) -> str | None:
+    """A string field of a record, typed and bounded as the write path bounds its own."""
+    value = obj.get(field) if not required else obj[field]
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise CairnError("INVALID_INPUT", f"{field} must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise CairnError("INVALID_INPUT", f"{field} is longer than {limit} characters")
+    if "\x00" in value:
+        raise CairnError("INVALID_INPUT", f"{field} contains a NUL character")
+    return value
+
+
+def _count(obj: dict[str, Any], field: str, default: int, minimum: int = 0) -> int:
+    value = obj.get(field, default)
+    # bool is an int in Python; a JSON true is not a count.
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= 2**31 - 1:
+        raise CairnError("INVALID_INPUT", f"{field} must be an integer from {minimum}, got {value!r}")
+    return value
+
+
+def _parse_record(principal: Principal, obj: dict[str, Any], restore: bool) -> tuple[str, Any] | None:
     kind = obj.get("type")
     if kind == "header":
         if obj.get("format") != FORMAT or obj.get("version") != FORMAT_VERSION:
@@ -529,79 +669,109 @@ def _parse_record(principal: Principal, obj: dict[str, Any]) -> tuple[str, Any] 
             if not isinstance(obj.get(field), str):
                 raise CairnError("INVALID_INPUT", f'a plain record needs "{field}" as a string')
         ttl = obj.get("ttl")
-        return (
-            "plain",
-            make_write(
-                principal,
-                obj["scope"],
-                obj["key"],
-                obj["value"],
-                tags=obj.get("tags") or [],
-                kind=obj.get("kind") or "lesson",
-                source_agent=obj.get("source_agent"),
-                trigger=obj.get("trigger"),
-                ttl=parse_ttl(str(ttl)) if ttl is not None else None,
-                valid_from=_pt(obj.get("valid_from"), "valid_from"),
-                valid_to=_pt(obj.get("valid_to"), "valid_to"),
-                origin="import",
-                author=obj.get("author"),
-                url=obj.get("url"),
-            ),
+        inp = make_write(
+            principal,
+            obj["scope"],
+            obj["key"],
+            obj["value"],
+            tags=obj.get("tags"),
+            kind=obj.get("kind") or "lesson",
+            source_agent=obj.get("source_agent"),
+            trigger=obj.get("trigger"),
+            ttl=parse_ttl(str(ttl)) if ttl is not None else None,
+            valid_from=_pt(obj.get("valid_from"), "valid_from"),
+            valid_to=_pt(obj.get("valid_to"), "valid_to"),
+            origin="import",
+            author=obj.get("author"),
+            url=obj.get("url"),
         )
+        if not restore and inp.author is not None:  # the record's word, not the importer's
+            inp = replace(inp, author=None, claimed=json.dumps({"author": inp.author}, ensure_ascii=False))
+        return ("plain", inp)
     if kind == "lesson":
-        scope, key = validate_scope(obj["scope"]), normalize_key(obj["key"])
-        if obj.get("origin") not in ORIGINS:
+        scope, key = _str(obj, "scope"), _str(obj, "key")
+        assert scope is not None and key is not None
+        origin = obj.get("origin")
+        if origin not in ORIGINS:
             raise CairnError("INVALID_INPUT", f"origin must be one of {', '.join(ORIGINS)}")
         raw_versions = obj["versions"]
         if not isinstance(raw_versions, list) or not raw_versions:
             raise CairnError("INVALID_INPUT", "a lesson record needs a non-empty versions list")
         versions = []
+        inp = None
         for v in raw_versions:
-            value = validate_value(v["value"])
-            if v["trust"] not in TRUST or v["kind"] not in KINDS:
-                raise CairnError("INVALID_INPUT", f"version {v.get('version')}: bad trust or kind")
+            if not isinstance(v, dict):
+                raise CairnError("INVALID_INPUT", "each version must be a JSON object")
+            number = _count(v, "version", 0, minimum=1)
+            if v.get("trust") not in TRUST:
+                raise CairnError("INVALID_INPUT", f"version {number}: trust must be one of {', '.join(TRUST)}")
+            # The write path's own validation of everything a write would take (types and limits).
+            inp = make_write(
+                principal,
+                scope,
+                key,
+                v["value"],
+                tags=v.get("tags"),
+                kind=v["kind"],
+                source_agent=v.get("source_agent"),
+                trigger=v.get("trigger"),
+                valid_from=_pt(v.get("valid_from"), "valid_from"),
+                valid_to=_pt(v.get("valid_to"), "valid_to"),
+                origin=origin,
+                author=obj.get("author"),
+                url=obj.get("url"),
+            )
             versions.append(
                 {
-                    "version": int(v["version"]),
-                    "action": str(v["action"])[:24],
-                    "value": value,
-                    "content_hash": content_hash(value),
-                    "tags": json.dumps(normalize_tags(v.get("tags") or [])),
-                    "kind": v["kind"],
-                    "source_agent": v.get("source_agent"),
-                    "trigger": v.get("trigger"),
+                    "version": number,
+                    "action": _str(v, "action", limit=24),
+                    "value": inp.value,
+                    "content_hash": inp.content_hash,
+                    "tags": json.dumps(inp.tags),
+                    "kind": inp.kind,
+                    "source_agent": inp.source_agent,
+                    "trigger": inp.trigger,
                     "trust": v["trust"],
-                    "archived": bool(v.get("archived")),
-                    "seen_count": int(v.get("seen_count", 1)),
-                    "helped_count": int(v.get("helped_count", 0)),
-                    "not_helped_count": int(v.get("not_helped_count", 0)),
-                    "valid_from": _pt(v.get("valid_from"), "valid_from"),
-                    "valid_to": _pt(v.get("valid_to"), "valid_to"),
+                    "archived": _bool(v, "archived"),
+                    "seen_count": _count(v, "seen_count", 1),
+                    "helped_count": _count(v, "helped_count", 0),
+                    "not_helped_count": _count(v, "not_helped_count", 0),
+                    "valid_from": inp.valid_from,
+                    "valid_to": inp.valid_to,
                     "expires_at": _pt(v.get("expires_at"), "expires_at"),
                     "recorded_at": _pt(v["recorded_at"], "recorded_at"),
-                    "actor": str(v["actor"]),
-                    "session": v.get("session"),
+                    "actor": _str(v, "actor"),
+                    "session": _str(v, "session", required=False, limit=MAX_SESSION_CHARS),
                 }
             )
+        assert inp is not None
         numbers = [v["version"] for v in versions]
         if numbers != sorted(set(numbers)):
             raise CairnError("INVALID_INPUT", "versions must be unique and in ascending order")
+        claimed = obj.get("claimed")
+        if claimed is not None and not isinstance(claimed, dict):
+            raise CairnError("INVALID_INPUT", "claimed must be a JSON object (or absent)")
         lesson = {
-            "scope": scope,
-            "key": key,
-            "origin": obj["origin"],
-            "author": obj.get("author"),
-            "url": obj.get("url"),
+            "scope": inp.scope,
+            "key": inp.key,
+            "origin": origin,
+            "author": inp.author,
+            "url": inp.url,
             "archived_at": _pt(obj.get("archived_at"), "archived_at"),
             "created_at": _pt(obj["created_at"], "created_at"),
-            "created_by": str(obj["created_by"]),
+            "created_by": _str(obj, "created_by"),
             "superseded_by": _addr(obj["superseded_by"]) if obj.get("superseded_by") else None,
+            # A restore keeps claims an earlier import recorded; any other import nests them.
+            "claimed": json.dumps(claimed, ensure_ascii=False) if claimed and restore else None,
+            "claimed_by_file": claimed if claimed and not restore else None,
         }
         if lesson["superseded_by"]:
             lesson["superseded_by"] = {"scope": lesson["superseded_by"][0], "key": lesson["superseded_by"][1]}
         return ("lesson", (lesson, versions))
     if kind == "tombstone":
-        reason = str(obj["reason"]).strip()
+        reason = _str(obj, "reason", limit=MAX_REASON)
+        assert reason is not None
+        reason = reason.strip()
         if not reason:
             raise CairnError("INVALID_INPUT", "a tombstone needs a reason")
         chash = obj["content_hash"]
@@ -619,10 +789,10 @@ def _parse_record(principal: Principal, obj: dict[str, Any]) -> tuple[str, Any] 
                 "key": normalize_key(obj["key"]),
                 "reason": reason,
                 "created_at": _pt(obj["created_at"], "created_at"),
-                "created_by": str(obj["created_by"]),
+                "created_by": _str(obj, "created_by"),
                 "lifted_at": _pt(obj.get("lifted_at"), "lifted_at"),
-                "lifted_by": obj.get("lifted_by"),
-                "lift_reason": obj.get("lift_reason"),
+                "lifted_by": _str(obj, "lifted_by", required=False),
+                "lift_reason": _str(obj, "lift_reason", required=False, limit=MAX_REASON),
             },
         )
     if kind == "link":
@@ -636,12 +806,19 @@ def _parse_record(principal: Principal, obj: dict[str, Any]) -> tuple[str, Any] 
                 "dst": _addr(obj["dst"]),
                 "rel": rel,
                 "created_at": _pt(obj["created_at"], "created_at"),
-                "created_by": str(obj["created_by"]),
+                "created_by": _str(obj, "created_by"),
             },
         )
     raise CairnError(
         "INVALID_INPUT", f"unknown record type {kind!r} (expected lesson, tombstone, link or a plain record)"
     )
+
+
+def _bool(obj: dict[str, Any], field: str) -> bool:
+    value = obj.get(field, False)
+    if not isinstance(value, bool):
+        raise CairnError("INVALID_INPUT", f"{field} must be true or false, got {value!r}")
+    return value
 
 
 def _is_hash(v: Any) -> bool:

@@ -262,11 +262,17 @@ class RemoteCairn:
         return lines()
 
     def import_lines(
-        self, _p: Any, lines: Iterable[str], *, progress: Callable[[int, int], None] | None = None
+        self,
+        _p: Any,
+        lines: Iterable[str],
+        *,
+        restore: bool = False,
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         """One request with the whole file as NDJSON: the server imports it exactly as a local import."""
         payload = "".join(line + "\n" for line in lines).encode("utf-8")
-        result = self.http.call("POST", "/v1/import", raw=payload, content_type="application/x-ndjson")
+        query = {"restore": True} if restore else None
+        result = self.http.call("POST", "/v1/import", query=query, raw=payload, content_type="application/x-ndjson")
         if progress:
             progress(result["records"], result["records"])
         return result

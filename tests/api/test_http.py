@@ -243,3 +243,61 @@ def test_whoami_and_purge(api: Api) -> None:
     reader = api.http("POST", "/v1/tokens", {"perm": "read"}, api.alice).body["token"]
     refused = api.http("POST", "/v1/purge", {"sweep": "expired"}, reader)
     assert refused.status == 403 and refused.body["code"] == "FORBIDDEN"
+
+
+def test_import_carries_data_not_authority_over_http(api: Api) -> None:
+    from dataclasses import replace
+
+    from cairn.errors import CairnError
+    from cairn.remote import RemoteCairn
+
+    alice = api.svc.resolve_token(api.alice)
+    api.svc.write(replace(alice, human=True), "global", "claimed-lesson", "Alice vouched for this, in her store.")
+    lines = [
+        line for line in api.http("GET", "/v1/export", token=api.alice).body["lines"]
+        if '"claimed-lesson"' in line or '"header"' in line
+    ]  # fmt: skip
+    bob = api.svc.resolve_token(api.bob)
+    writer = api.svc.token_create(bob, perm="write")["token"]
+    before = api.svc.audit(bob, limit=1000)["entries"]
+    # A write token may not restore: 403, nothing written, over the API and through the remote client.
+    denied = api.http("POST", "/v1/import?restore=true", {"lines": lines}, writer)
+    assert denied.status == 403 and denied.body["code"] == "FORBIDDEN"
+    try:
+        RemoteCairn(api.http.base, writer).import_lines(None, lines, restore=True)
+        raise AssertionError("a write token restored an import")
+    except CairnError as exc:
+        assert exc.code == "FORBIDDEN"
+    assert api.svc.audit(bob, limit=1000)["entries"] == before
+    # Without restore the lesson lands as the writer's candidate; the file's word is a claim.
+    landed = api.http("POST", "/v1/import", {"lines": lines}, writer)
+    assert landed.status == 200 and landed.body["created"] == 1 and landed.body["restore"] is False
+    read = api.http("GET", "/v1/lesson?scope=global&key=claimed-lesson", token=api.bob).body["lesson"]
+    assert (read["trust"], read["origin"], read["author"]) == ("candidate", "import", "bob")
+    assert (read["claimed"]["trust"], read["claimed"]["author"], read["claimed"]["origin"]) == (
+        "verified",
+        "alice",
+        "human",
+    )
+    # Tags as a string are refused with the line, not split into characters; nothing is imported.
+    bad = json.dumps({"scope": "global", "key": "tagged", "value": "tags as a string", "tags": "deploy"})
+    refused = api.http("POST", "/v1/import", {"lines": [bad]}, writer)
+    assert refused.status == 400 and refused.body["code"] == "INVALID_INPUT" and "line 1" in refused.body["detail"]
+    assert api.http("GET", "/v1/lesson?scope=global&key=tagged", token=api.bob).status == 404
+
+
+def test_an_admin_restore_over_http_is_exact_and_audited(api: Api) -> None:
+    from dataclasses import replace
+
+    from cairn.remote import RemoteCairn
+
+    alice = api.svc.resolve_token(api.alice)
+    api.svc.write(replace(alice, human=True), "project::restore", "exact", "Restored exactly as written.")
+    lines = api.http("GET", "/v1/export?scope=project::restore", token=api.alice).body["lines"]
+    bob = api.svc.resolve_token(api.bob)
+    out = RemoteCairn(api.http.base, api.bob).import_lines(None, lines, restore=True)
+    assert out["restore"] is True and out["created"] == 1
+    read = api.http("GET", "/v1/lesson?scope=project::restore&key=exact", token=api.bob).body["lesson"]
+    assert (read["trust"], read["author"], read["claimed"]) == ("verified", "alice", None)
+    entry = [e for e in api.svc.audit(bob, limit=1000)["entries"] if e["action"] == "import"][-1]
+    assert entry["detail"]["restore"] is True

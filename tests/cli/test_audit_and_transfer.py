@@ -102,7 +102,8 @@ def test_export_import_round_trip_into_a_fresh_home(cli: Cli, make_cli, tmp_path
     assert not dump.with_name(dump.name + ".partial").exists()
 
     fresh = make_cli("fresh")
-    result = fresh.ok("import", str(dump))
+    result = fresh.ok("import", "--restore", str(dump))  # the operator's exact restore
+    assert result["restore"] is True
     assert result["refused"] == []
     assert result["created"] == 7 and result["tombstones"] == 1
     assert _export_lines(fresh) == _export_lines(cli)
@@ -117,10 +118,41 @@ def test_export_import_round_trip_into_a_fresh_home(cli: Cli, make_cli, tmp_path
     # Importing the same file again changes nothing.
     before = _export_lines(fresh)
     audit_before = len(fresh.ok("audit", "--limit", "100000")["entries"])
-    again = fresh.ok("import", str(dump))
+    again = fresh.ok("import", "--restore", str(dump))
     assert (again["created"], again["updated"], again["tombstones"], again["links"]) == (0, 0, 0, 0)
     assert _export_lines(fresh) == before
     assert len(fresh.ok("audit", "--limit", "100000")["entries"]) == audit_before
+
+
+def test_an_import_without_restore_shows_the_files_claims_as_claims(cli: Cli, make_cli, tmp_path: Path) -> None:
+    cli.ok("write", "global", "python", "Use uv.", "--by-human")
+    dump = tmp_path / "backup.jsonl"
+    cli.ok("export", str(dump))
+    other = make_cli("other")
+    other.ok("write", "global", "seed", "A lesson so the store exists.")
+    token = other.ok("token", "create", "--perm", "write")["token"]
+    writer = {"CAIRN_TOKEN": token}
+    # A write token may not restore; the store is unchanged.
+    other.refused("FORBIDDEN", "import", "--restore", str(dump), env=writer)
+    other.refused("NOT_FOUND", "read", "global", "python")
+    landed = other.ok("import", str(dump), env=writer)
+    assert (landed["created"], landed["restore"]) == (1, False)
+    lesson = other.ok("read", "global", "python")["lesson"]
+    assert (lesson["trust"], lesson["origin"]) == ("candidate", "import")
+    assert lesson["claimed"]["trust"] == "verified" and lesson["claimed"]["origin"] == "human"
+    shown = other("read", "global", "python").stdout
+    assert "claimed by the file, not granted" in shown and "trust verified" in shown
+    # Tags as a string: refused with the line, nothing imported.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"scope": "global", "key": "fine", "value": "A fine record."})
+        + "\n"
+        + json.dumps({"scope": "global", "key": "tagged", "value": "Tags as a string.", "tags": "deploy"})
+        + "\n"
+    )
+    reason = other.refused("INVALID_INPUT", "import", str(bad))
+    assert "line 2" in reason["message"] and "tags must be a list" in reason["message"]
+    other.refused("NOT_FOUND", "read", "global", "fine")
 
 
 def test_import_plain_records_from_stdin(cli: Cli) -> None:

@@ -487,7 +487,17 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
             }
         },
     )
-    async def import_(request: Request, p: Caller) -> dict[str, Any]:
+    async def import_(
+        request: Request,
+        p: Caller,
+        restore: Annotated[
+            bool,
+            Query(
+                description="An admin's exact restore (trust, authors, counters, times, history), audited as "
+                "such; without it lessons land as candidates by the caller, the file's claims kept as claims"
+            ),
+        ] = False,
+    ) -> dict[str, Any]:
         """Import JSONL (an export, or plain {scope, key, value} records); idempotent.
 
         As ``application/json`` ``{"lines": [...]}`` up to 256 KiB, or the file itself as
@@ -505,7 +515,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
                 lines = ImportBody.model_validate(await request.json()).lines
             except ValidationError as exc:
                 raise RequestValidationError(exc.errors()) from None
-        return await anyio.to_thread.run_sync(lambda: svc.import_lines(p, lines))
+        return await anyio.to_thread.run_sync(lambda: svc.import_lines(p, lines, restore=restore))
 
     # -- tokens, orgs, limits -------------------------------------------------------------------
     @app.post("/v1/tokens", tags=["accounts"])

@@ -726,6 +726,14 @@ def import_(
             "search embeds the queue",
         ),
     ] = False,
+    restore: Annotated[
+        bool,
+        typer.Option(
+            "--restore",
+            help="Admin only: restore exactly as exported (trust, authors, counters, times, history), audited "
+            "as a restore. Without it lessons land as candidates by you, the file's claims kept as claims",
+        ),
+    ] = False,
 ) -> None:
     """Import JSONL (a Cairn export, or plain {scope,key,value,...} records). Idempotent.
 
@@ -749,7 +757,7 @@ def import_(
         except UnicodeDecodeError:
             raise CairnError("INVALID_INPUT", f"{file} is not UTF-8 text") from None
     with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="importing") as tick:
-        result = service.import_lines(p, lines, progress=tick)
+        result = service.import_lines(p, lines, restore=restore, progress=tick)
     if result["refused"]:
         S.out.note(f"{len(result['refused'])} record(s) refused; see --json for each reason")
     S.out.ok(result, render.import_result(result) + _embed_imported(service, p, result, no_embed))

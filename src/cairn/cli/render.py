@@ -51,7 +51,16 @@ def lesson(lesson: dict[str, Any]) -> str:
         meta.append(f"expires {lesson['expires_at']}")
     if lesson.get("valid_from") or lesson.get("valid_to"):
         meta.append(f"valid {lesson.get('valid_from') or '…'} to {lesson.get('valid_to') or '…'}")
-    return f"{lesson['scope']} {lesson['key']} · " + " · ".join(meta) + "\n\n" + lesson["value"]
+    head = f"{lesson['scope']} {lesson['key']} · " + " · ".join(meta)
+    if lesson.get("claimed"):
+        head += "\n" + claimed(lesson["claimed"])
+    return head + "\n\n" + lesson["value"]
+
+
+def claimed(claims: dict[str, Any]) -> str:
+    """What an import said about a lesson and was not granted, labelled as such."""
+    shown = ", ".join(f"{k} {v}" for k, v in claims.items() if not isinstance(v, dict))
+    return f"imported; claimed by the file, not granted: {shown}"
 
 
 def lesson_list(r: dict[str, Any]) -> str:
@@ -162,11 +171,14 @@ def search(r: dict[str, Any]) -> str:
 
 
 def import_result(r: dict[str, Any]) -> str:
-    return (
-        f"imported {r['records']} record(s): {r['created']} created, {r['updated']} updated, "
-        f"{r['unchanged']} unchanged, {r['tombstones']} tombstone(s), {r['links']} link(s), "
-        f"{len(r['refused'])} refused"
+    text = (
+        f"{'restored' if r.get('restore') else 'imported'} {r['records']} record(s): {r['created']} created, "
+        f"{r['updated']} updated, {r['unchanged']} unchanged, {r['tombstones']} tombstone(s), "
+        f"{r['links']} link(s), {len(r['refused'])} refused"
     )
+    if not r.get("restore") and r["created"] + r["updated"]:
+        text += "\nnew lessons are candidates by you; what the file claimed is kept as claims (cairn review)"
+    return text
 
 
 def embedded(n: int) -> str:

@@ -30,31 +30,8 @@ from cairn.core.principal import Principal
 from cairn.core.roles import NAME_RE
 from cairn.core.scope import SCOPE_REGEX
 from cairn.errors import CairnError, invalid_input
+from cairn.fields import NO_NUL, Branch, Duration, Key, Project, Repo, Scope, Tag, Value
 from cairn.service.api import Cairn
-
-Scope = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=300,
-        json_schema_extra={"pattern": SCOPE_REGEX},  # shown, not enforced: see core/scope.py
-        examples=["repo::acme/widget"],
-        description="global | project::NAME | repo::OWNER/REPO | branch::OWNER/REPO::BRANCH",
-    ),
-]
-Key = Annotated[str, Field(min_length=1, max_length=200, examples=["docker-build-cache"])]
-# Shown, not enforced (the service's refusal names the rule): what the service accepts, as a pattern.
-Tag = Annotated[
-    str, Field(max_length=64, json_schema_extra={"pattern": r"^\s*[A-Za-z0-9][A-Za-z0-9._:/+#-]{0,63}\s*$"})
-]
-_UNITS = "s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?"
-Duration = Annotated[
-    str, Field(max_length=20, examples=["30d"], json_schema_extra={"pattern": rf"^\s*[0-9]+\s*({_UNITS})?\s*$"})
-]
-NoNul = {"pattern": r"^[^\x00]*$"}  # Postgres text cannot hold U+0000: refused on both databases
-# The 64 KiB limit is in bytes and the service's (VALUE_TOO_LARGE with the size): shown here, not
-# enforced, so an over-long value gets the same code and message on every surface.
-Value = Annotated[str, Field(min_length=1, json_schema_extra={"maxLength": 65536})]
 
 
 class Strict(BaseModel):
@@ -67,8 +44,8 @@ class WriteBody(Strict):
     value: Value
     tags: list[Tag] = Field(default_factory=list, max_length=32)
     kind: Literal["lesson", "fact", "preference", "reference"] = "lesson"
-    source_agent: Annotated[str, Field(max_length=500, json_schema_extra=NoNul)] | None = None
-    trigger: Annotated[str, Field(max_length=500, json_schema_extra=NoNul)] | None = None
+    source_agent: Annotated[str, Field(max_length=500, json_schema_extra=NO_NUL)] | None = None
+    trigger: Annotated[str, Field(max_length=500, json_schema_extra=NO_NUL)] | None = None
     ttl: Duration | None = None
     valid_from: AwareDatetime | None = Field(None, description="When it became true in the world (ISO 8601)")
     valid_to: AwareDatetime | None = Field(None, description="When it stopped being true (ISO 8601)")
@@ -80,7 +57,7 @@ class AddressBody(Strict):
 
 
 class ForgetBody(AddressBody):
-    reason: Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NoNul)]
+    reason: Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NO_NUL)]
 
 
 class FeedbackBody(AddressBody):
@@ -90,9 +67,9 @@ class FeedbackBody(AddressBody):
 class SearchBody(Strict):
     query: Annotated[str, Field(min_length=1, max_length=4000)]
     scopes: list[Scope] | None = None
-    repo: Annotated[str, Field(max_length=200)] | None = None
-    branch: Annotated[str, Field(max_length=200)] | None = None
-    project: Annotated[str, Field(max_length=200)] | None = None
+    repo: Repo | None = None
+    branch: Branch | None = None
+    project: Project | None = None
     tag: Tag | None = None
     trust: Literal["candidate", "verified"] | None = None
     limit: Annotated[int, Field(ge=1, le=100)] = 10
@@ -102,15 +79,15 @@ class SearchBody(Strict):
 class RecallBody(Strict):
     text: Annotated[str, Field(min_length=1, max_length=65536)]
     scopes: list[Scope] | None = Field(None, max_length=32)
-    repo: Annotated[str, Field(max_length=200)] | None = None
-    branch: Annotated[str, Field(max_length=200)] | None = None
-    project: Annotated[str, Field(max_length=200)] | None = None
+    repo: Repo | None = None
+    branch: Branch | None = None
+    project: Project | None = None
 
 
 class ContextBody(Strict):
-    repo: Annotated[str, Field(max_length=200)] | None = None
-    branch: Annotated[str, Field(max_length=200)] | None = None
-    project: Annotated[str, Field(max_length=200)] | None = None
+    repo: Repo | None = None
+    branch: Branch | None = None
+    project: Project | None = None
     task: Annotated[str, Field(max_length=4000)] | None = None
     max_chars: Annotated[int, Field(ge=200, le=20000)] | None = None
     loop_cap: Annotated[int, Field(ge=0, le=100)] | None = None
@@ -133,7 +110,8 @@ def _principal(
 
 ORG_PATTERN = NAME_RE.pattern  # shown and enforced: the same rule as check_name's
 OrgName = Annotated[str, Path(min_length=1, max_length=39, pattern=ORG_PATTERN)]
-Cursor = Annotated[
+# Query parameters: the same rules as the body fields in cairn.fields, as FastAPI's Query wants them.
+OptionalCursor = Annotated[
     str | None,
     Query(
         min_length=1,
@@ -169,7 +147,7 @@ class LinkBody(AddressBody):
 
 class UnforgetBody(Strict):
     tombstone_id: Annotated[int, Field(ge=1, le=2**62)]
-    reason: Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NoNul)]
+    reason: Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NO_NUL)]
 
 
 class ImportBody(Strict):
@@ -320,7 +298,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         trust: Literal["candidate", "verified"] | None = None,
         archived: bool = False,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
-        cursor: Cursor = None,
+        cursor: OptionalCursor = None,
     ) -> dict[str, Any]:
         """Active lessons (or archived ones), newest first; ``next_cursor`` fetches the next page."""
         return svc.list(p, scope, tag=tag, trust=trust, archived=archived, limit=limit, cursor=cursor)
@@ -368,7 +346,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         key: OptionalKeyQuery = None,
         since: AwareDatetime | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 200,
-        cursor: Cursor = None,
+        cursor: OptionalCursor = None,
     ) -> dict[str, Any]:
         """The newest entries, oldest first within a page; ``next_cursor`` pages back in time."""
         return svc.audit(p, scope=scope, key=key, since=since, limit=limit, cursor=cursor)
@@ -426,7 +404,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         p: Caller,
         include_lifted: bool = False,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        cursor: Cursor = None,
+        cursor: OptionalCursor = None,
     ) -> dict[str, Any]:
         return svc.tombstones(p, include_lifted=include_lifted, limit=limit, cursor=cursor)
 
@@ -440,7 +418,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         p: Caller,
         scope: OptionalScopeQuery = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
-        cursor: Cursor = None,
+        cursor: OptionalCursor = None,
     ) -> dict[str, Any]:
         """Candidates awaiting review, oldest first."""
         return svc.review_queue(p, scope=scope, limit=limit, cursor=cursor)
@@ -530,7 +508,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         p: Caller,
         org: Annotated[str | None, Query(max_length=39, pattern=ORG_PATTERN)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        cursor: Cursor = None,
+        cursor: OptionalCursor = None,
     ) -> dict[str, Any]:
         return svc.token_list(p, org, limit=limit, cursor=cursor)
 
@@ -574,7 +552,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
 
     @app.get("/v1/orgs/{org}/members", tags=["orgs"])
     def org_members(
-        org: OrgName, p: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: Cursor = None
+        org: OrgName, p: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: OptionalCursor = None
     ) -> dict[str, Any]:
         return svc.org_members(p, org, limit=limit, cursor=cursor)
 

@@ -271,12 +271,12 @@ def _any_case(word: str) -> str:
     return "".join(f"[{c.upper()}{c}]" for c in word)
 
 
-_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"  # lower-cased by validate_scope, so any case is valid
-_BRANCH_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9/._-]{0,199}"
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"  # lower-cased by validate_scope, so any case is valid
+BRANCH_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9/._-]{0,199}"
 SCOPE_REGEX = (
-    rf"^\s*({_any_case('global')}|{_any_case('project')}::{_NAME_PATTERN}"
-    rf"|{_any_case('repo')}::{_NAME_PATTERN}/{_NAME_PATTERN}"
-    rf"|{_any_case('branch')}::{_NAME_PATTERN}/{_NAME_PATTERN}::{_BRANCH_PATTERN})\s*$"
+    rf"^\s*({_any_case('global')}|{_any_case('project')}::{NAME_PATTERN}"
+    rf"|{_any_case('repo')}::{NAME_PATTERN}/{NAME_PATTERN}"
+    rf"|{_any_case('branch')}::{NAME_PATTERN}/{NAME_PATTERN}::{BRANCH_PATTERN})\s*$"
 )
 
 

@@ -902,7 +902,7 @@ def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[s
     """
     from cairn.core.content import content_hash, validate_value
     from cairn.core.timeparse import utcnow
-    from cairn.service import audit, indexing, mutate
+    from cairn.service import audit, indexing, mutate, state_proof
     from cairn.service.lessons import normalize_tags
     from cairn.service.records import status
     from cairn.store import search_index as ix
@@ -966,10 +966,11 @@ def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[s
         version_rows, tag_rows, fts_rows, entries = [], [], [], []
         for lesson_id, (values, versions) in zip(ids, part, strict=True):
             row = {"id": lesson_id, **values}
-            for v in versions:
-                version_rows.append(
-                    {"tenant_id": p.tenant_id, "lesson_id": lesson_id, "scope": row["scope"], "key": row["key"], **v}
-                )
+            mine = [
+                {"tenant_id": p.tenant_id, "lesson_id": lesson_id, "scope": row["scope"], "key": row["key"], **v}
+                for v in versions
+            ]
+            version_rows += mine
             tag_rows += [{"tenant_id": p.tenant_id, "lesson_id": lesson_id, "tag": t} for t in json.loads(row["tags"])]
             if status(row, now) == "active":
                 fts_rows.append(row)
@@ -983,6 +984,9 @@ def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[s
                     "hash_after": row["content_hash"],
                     "detail": {"versions": len(versions)},
                     "at": now,
+                    # What mutate.replay records (state_proof.read_back), from the rows as written.
+                    "state_hash": state_proof.lesson_hash(row),
+                    "versions_hash": state_proof.versions_hash(mine),
                 }
             )
         conn.execute(mutate._INSERT_VERSION, version_rows)

@@ -243,8 +243,8 @@ class RemoteCairn:
         out["entries"].sort(key=lambda e: e["seq"])  # pages go back in time; the service answers oldest first
         return out
 
-    def audit_verify(self, _p: Any) -> dict[str, Any]:
-        return self.http.call("GET", "/v1/audit/verify")
+    def audit_verify(self, _p: Any, *, full: bool = True) -> dict[str, Any]:
+        return self.http.call("GET", "/v1/audit/verify" + ("" if full else "?fast=true"))
 
     def export(self, _p: Any, *, active_only: bool = False, scope: str | None = None) -> Iterator[str]:
         """The server's JSONL, streamed line by line (opened now, so a refusal comes before any output)."""

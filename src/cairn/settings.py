@@ -55,6 +55,7 @@ SPECS = (
     Spec("promotion_threshold", ("trust", "promotion_threshold"), int, 1, 1000, "sessions before auto-verify"),
     Spec("archive_retention_days", ("purge", "archive_retention_days"), int, 1, 36500, "days archived are kept"),
     Spec("sweep_minutes", ("serve", "sweep_minutes"), int, 1, 10080, "minutes between the daemon's sweeps"),
+    Spec("audit_minutes", ("serve", "audit_minutes"), int, 1, 10080, "minutes between the daemon's full audit verify"),
     Spec("limit_max_lessons", ("limits", "max_lessons"), int, 0, 10**9, "lessons per tenant (0: no limit)"),
     Spec("limit_max_value_bytes", ("limits", "max_value_bytes"), int, 0, 65536, "bytes per value (0: 64 KiB)"),
     Spec("limit_writes_per_minute", ("limits", "writes_per_minute"), int, 0, 10**6, "writes a minute (0: none)"),
@@ -80,6 +81,8 @@ class Settings:
     promotion_threshold: int = 3  # distinct sessions before a recurring candidate is verified
     archive_retention_days: int = 30
     sweep_minutes: int = 60
+    # The full `cairn audit verify` (chain and state) reads every row: daily by default.
+    audit_minutes: int = 1440
     # Per-tenant limits; 0 means none (the single-user default). A team server sets them in its
     # config.toml, and `cairn limits set` overrides them for one tenant.
     limit_max_lessons: int = 0

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from cairn.core.principal import Principal
+from cairn.errors import CairnError
 from cairn.service.api import Cairn
 from cairn.store.dialect import drop_guard_triggers, guard_triggers
 from tests.conftest import human, session
@@ -112,7 +113,8 @@ def test_audit_since_filters_by_time(svc: Cairn, me, clock) -> None:
 
 
 def test_verify_ok_on_an_untouched_chain(svc: Cairn, me, store) -> None:
-    assert svc.audit_verify(me) == {"ok": True, "checked": 0, "broken_at": None, "problem": None, "head": "0" * 64}
+    empty = {"ok": True, "checked": 0, "broken_at": None, "problem": None, "head": "0" * 64, "full": True}
+    assert svc.audit_verify(me) == {**empty, "state": {"lessons": 0, "versions": 0, "tombstones": 0}}
     for i in range(5):
         svc.write(me, S, f"k{i}", f"value {i}")
     out = svc.audit_verify(me)
@@ -124,6 +126,15 @@ def test_verify_ok_on_an_untouched_chain(svc: Cairn, me, store) -> None:
     assert audit[0]["prev_hash"] == "0" * 64
     for prev, row in zip(audit, audit[1:], strict=False):
         assert row["prev_hash"] == prev["row_hash"]
+
+
+def broken(svc: Cairn, who: Principal) -> dict:
+    """A verification that fails is refused with AUDIT_BROKEN by the service; its data is the result."""
+    with pytest.raises(CairnError) as caught:
+        svc.audit_verify(who)
+    assert caught.value.code == "AUDIT_BROKEN"
+    assert caught.value.data["ok"] is False
+    return caught.value.data
 
 
 def _tamper(store, sql: str) -> None:
@@ -146,8 +157,7 @@ def five(svc: Cairn, me) -> Cairn:
 def test_verify_detects_an_edited_actor(five: Cairn, me, store) -> None:
     _tamper(store, "UPDATE audit_log SET actor = 'mallory' WHERE seq = 3")
     assert rows(store, "SELECT actor FROM audit_log WHERE seq = 3")[0]["actor"] == "mallory"
-    out = five.audit_verify(me)
-    assert out["ok"] is False
+    out = broken(five, me)
     assert out["broken_at"]["seq"] == 3
     assert out["checked"] == 2
     assert "edited" in out["problem"]
@@ -168,14 +178,13 @@ def test_verify_detects_an_edited_actor(five: Cairn, me, store) -> None:
 )
 def test_verify_detects_any_edited_field(five: Cairn, me, store, column_sql: str) -> None:
     _tamper(store, f"UPDATE audit_log SET {column_sql} WHERE seq = 4")
-    out = five.audit_verify(me)
-    assert (out["ok"], out["broken_at"]["seq"]) == (False, 4)
+    out = broken(five, me)
+    assert out["broken_at"]["seq"] == 4
 
 
 def test_verify_detects_a_deleted_row(five: Cairn, me, store) -> None:
     _tamper(store, "DELETE FROM audit_log WHERE seq = 2")
-    out = five.audit_verify(me)
-    assert out["ok"] is False
+    out = broken(five, me)
     assert out["broken_at"]["seq"] == 3
     assert "expected row 2" in out["problem"]
 
@@ -183,8 +192,7 @@ def test_verify_detects_a_deleted_row(five: Cairn, me, store) -> None:
 def test_verify_detects_a_deleted_and_renumbered_row(five: Cairn, me, store) -> None:
     _tamper(store, "DELETE FROM audit_log WHERE seq = 2")
     _tamper(store, "UPDATE audit_log SET seq = seq - 1 WHERE seq > 2")
-    out = five.audit_verify(me)
-    assert out["ok"] is False
+    out = broken(five, me)
     assert out["broken_at"]["seq"] == 2
     assert "prev_hash" in out["problem"]
 
@@ -194,13 +202,15 @@ def test_a_broken_chain_in_one_tenant_does_not_break_another(five: Cairn, me, st
     five.ensure_tenant(other)
     five.write(other, S, "k", "theirs")
     _tamper(store, "UPDATE audit_log SET actor = 'mallory' WHERE tenant_id = 'local' AND seq = 1")
-    assert five.audit_verify(me)["ok"] is False
+    assert broken(five, me)["broken_at"]["seq"] == 1
     assert five.audit_verify(other) == {
         "ok": True,
         "checked": 1,
         "broken_at": None,
         "problem": None,
         "head": audit_rows(store, "other")[-1]["row_hash"],
+        "full": True,
+        "state": {"lessons": 1, "versions": 1, "tombstones": 0},
     }
 
 

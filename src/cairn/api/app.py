@@ -352,9 +352,10 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         return svc.audit(p, scope=scope, key=key, since=since, limit=limit, cursor=cursor)
 
     @app.get("/v1/audit/verify", tags=["audit"])
-    def audit_verify(p: Caller) -> dict[str, Any]:
-        """Re-hash the tenant's audit chain; ``ok`` false names the first broken link."""
-        return svc.audit_verify(p)
+    def audit_verify(p: Caller, fast: bool = False) -> dict[str, Any]:
+        """Re-hash the tenant's audit chain and check every lesson, version and tombstone row against
+        it (``fast``: the chain only); a mismatch is 409 ``AUDIT_BROKEN`` naming the first one."""
+        return svc.audit_verify(p, full=not fast)
 
     @app.post("/v1/purge", tags=["lessons"])
     def purge(body: PurgeBody, p: Caller) -> dict[str, Any]:

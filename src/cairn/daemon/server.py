@@ -7,8 +7,10 @@ over a Unix socket (``cairn.daemon.protocol``); the client falls back to in-proc
 the daemon is absent, so it is an accelerator, never a dependency.
 
 It also runs the built-in sweeps on a schedule, as the local owner (actor ``cairn-serve``):
-erase expired lessons, erase archived and rejected ones past retention (``purge``), and embed
-queued lessons so that searches and session starts never wait for a bulk import's vectors.
+erase expired lessons, erase archived and rejected ones past retention (``purge``), embed
+queued lessons so that searches and session starts never wait for a bulk import's vectors, and
+run the full ``audit verify`` (chain and state, ``serve.audit_minutes``), so an edit of the
+database behind Cairn's back is reported even when nobody thinks to ask.
 """
 
 from __future__ import annotations
@@ -134,9 +136,28 @@ class Daemon:
             except CairnError as exc:
                 self.log(f"sweep {kind} failed: {exc.code}")
 
+    def verify_audit(self) -> bool:
+        """The full audit verify of the local store; a failure is logged loudly, with the address of
+        the first mismatch but never lesson content (the service's message names rows, not text)."""
+        try:
+            result = self.svc.audit_verify(local_principal(actor=SWEEP_ACTOR), full=True)
+        except CairnError as exc:
+            if exc.code == "AUDIT_BROKEN":
+                self.log(f"AUDIT BROKEN — {exc.message}. Run `cairn audit verify` and investigate.")
+            else:
+                self.log(f"audit verify failed: {exc.code}")
+            return False
+        except Exception as exc:  # noqa: BLE001 - keep serving; the next round retries
+            self.log(f"audit verify failed: {type(exc).__name__}")
+            return False
+        state = result["state"] or {}
+        self.log(f"audit verified: {result['checked']} ledger row(s), {state.get('lessons', 0)} lesson(s)")
+        return True
+
     def _background(self) -> None:
-        """Sweeps at start and then every ``serve.sweep_minutes``; the embedding queue every few seconds."""
-        next_sweep = 0.0
+        """Sweeps at start and then every ``serve.sweep_minutes``; the full audit verify after the first
+        sweep and then every ``serve.audit_minutes``; the embedding queue every few seconds."""
+        next_sweep = next_audit = 0.0
         try:  # a fresh home has no local store yet; the embedding state row needs its tenant
             self.svc.ensure_tenant(local_principal(actor=SWEEP_ACTOR))
         except CairnError as exc:
@@ -145,6 +166,9 @@ class Daemon:
             if self.sweeps and time.monotonic() >= next_sweep:
                 self.sweep()
                 next_sweep = time.monotonic() + self.svc.settings.sweep_minutes * 60
+            if self.sweeps and time.monotonic() >= next_audit:
+                self.verify_audit()
+                next_audit = time.monotonic() + self.svc.settings.audit_minutes * 60
             try:
                 embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR))
                 if embedded:

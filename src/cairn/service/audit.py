@@ -36,8 +36,13 @@ _LAST = (
 _INSERT = audit_log.insert()
 
 
+# Chained only when present, so rows written before they existed (migration 0006) hash as they did.
+_CHAINED_IF_SET = ("state_hash", "versions_hash")
+
+
 def row_hash(tenant_id: str, row: dict[str, Any]) -> str:
     payload = {k: row[k] for k in _CHAINED}
+    payload.update({k: row[k] for k in _CHAINED_IF_SET if row.get(k) is not None})
     payload["tenant_id"] = tenant_id
     payload["at"] = format_time(row["at"]) if isinstance(row["at"], datetime) else row["at"]
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -58,9 +63,17 @@ def record(
     hash_after: str | None = None,
     detail: dict[str, Any] | None = None,
     at: datetime | None = None,
+    state_hash: str | None = None,
+    versions_hash: str | None = None,
 ) -> int:
-    """Append one row to the tenant's chain; runs inside the caller's transaction."""
+    """Append one row to the tenant's chain; runs inside the caller's transaction.
+
+    ``state_hash``/``versions_hash``: what the row proves about the rows it wrote
+    (``service/state_proof.py``).
+    """
     entry = {
+        "state_hash": state_hash,
+        "versions_hash": versions_hash,
         "action": action,
         "lesson_id": lesson_id,
         "scope": scope,
@@ -97,6 +110,8 @@ def record_many(conn: Connection, principal: Principal, entries: list[dict[str, 
             "hash_after": e.get("hash_after"),
             "detail": json.dumps(e.get("detail") or {}, sort_keys=True, ensure_ascii=False),
             "prev_hash": prev,
+            "state_hash": e.get("state_hash"),
+            "versions_hash": e.get("versions_hash"),
         }
         # The stored ``at`` loses nothing (microseconds), so hashing the datetime is stable.
         row["row_hash"] = prev = row_hash(principal.tenant_id, row)

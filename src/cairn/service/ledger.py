@@ -12,7 +12,7 @@ from cairn.core.keys import normalize_key
 from cairn.core.principal import ADMIN, READ, Principal
 from cairn.core.scope import validate_scope
 from cairn.errors import CairnError
-from cairn.service import audit
+from cairn.service import audit, state_proof
 from cairn.service.records import paged
 from cairn.store.engine import Store
 from cairn.store.schema import audit_log
@@ -53,6 +53,38 @@ class LedgerOps:
 
         return self.store.run(tx, write=False, **principal.db_vars)
 
-    def audit_verify(self, principal: Principal) -> dict[str, Any]:
+    def audit_verify(self, principal: Principal, *, full: bool = True) -> dict[str, Any]:
+        """The chain, and (``full``) every lesson, version and tombstone row against the ledger.
+
+        A chain or state that does not hold is refused with ``AUDIT_BROKEN`` here, once, so every
+        surface (CLI exit 1, API 409, a remote client) reports the same code and the same message;
+        the error's data carries the whole result (``broken_at``: the address of the first mismatch).
+        """
         principal.require(ADMIN)
-        return self.store.run(lambda conn: audit.verify(conn, principal.tenant_id), write=False, **principal.db_vars)
+        tenant = principal.tenant_id
+        result = self.store.run(lambda conn: verify_all(conn, tenant, full), write=False, **principal.db_vars)
+        if not result["ok"]:
+            raise CairnError("AUDIT_BROKEN", broken_message(result), result)
+        return result
+
+
+def verify_all(conn: Connection, tenant_id: str, full: bool) -> dict[str, Any]:
+    """One snapshot: the chain first (a state check against a broken ledger proves nothing), then the state."""
+    chain = audit.verify(conn, tenant_id)
+    result = {**chain, "full": full, "state": None}
+    if chain["ok"] and full:
+        state = state_proof.verify_state(conn, tenant_id)
+        result.update(ok=state["ok"], state=state["state"], broken_at=state["broken_at"], problem=state["problem"])
+    return result
+
+
+def broken_message(result: dict[str, Any]) -> str:
+    """What a person reads when verification fails: where, what, and how far it held."""
+    where = result["broken_at"]
+    if "table" not in where:
+        return (
+            f"audit chain broken at row {where['seq']} ({where['action']}): {result['problem']}; "
+            f"{result['checked']} row(s) before it verify"
+        )
+    address = f"{where['table']} id {where['id']}"
+    return f"state does not match the audit ledger at {address}: {result['problem']}; the chain itself verifies"

@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.engine import Connection
 
 from cairn.core.principal import Principal
-from cairn.service import audit, indexing
+from cairn.service import audit, indexing, state_proof
 from cairn.service.records import STATE_FIELDS, status
 from cairn.store.schema import lesson_tags, lesson_versions, lessons
 
@@ -92,23 +92,21 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
             rows[n] = {"id": lesson_id, **rows[n]}
     if updates:
         conn.execute(_UPDATE_LESSON, updates)
-    conn.execute(
-        _INSERT_VERSION,
-        [
-            {
-                "tenant_id": principal.tenant_id,
-                "lesson_id": row["id"],
-                "version": row["version"],
-                "action": ch.action,
-                "archived": row["archived_at"] is not None,
-                "recorded_at": now,
-                "actor": who,
-                "session": principal.session,
-                **{k: row[k] for k in _VERSION_STATE},
-            }
-            for ch, row in zip(changes, rows, strict=True)
-        ],
-    )
+    version_rows = [
+        {
+            "tenant_id": principal.tenant_id,
+            "lesson_id": row["id"],
+            "version": row["version"],
+            "action": ch.action,
+            "archived": row["archived_at"] is not None,
+            "recorded_at": now,
+            "actor": who,
+            "session": principal.session,
+            **{k: row[k] for k in _VERSION_STATE},
+        }
+        for ch, row in zip(changes, rows, strict=True)
+    ]
+    conn.execute(_INSERT_VERSION, version_rows)
     tag_deletes = [
         {"b_tenant": principal.tenant_id, "b_id": row["id"]}
         for ch, row in zip(changes, rows, strict=True)
@@ -142,8 +140,10 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
                 "hash_after": row["content_hash"],
                 "detail": ch.detail,
                 "at": now,
+                "state_hash": state_proof.lesson_hash(row),
+                "versions_hash": state_proof.versions_hash([version]),
             }
-            for ch, row in zip(changes, rows, strict=True)
+            for ch, row, version in zip(changes, rows, version_rows, strict=True)
         ],
     )
     return rows
@@ -224,6 +224,7 @@ def replay(
         hash_after=row["content_hash"],
         detail={"versions": len(versions), "restore": True},
         at=now,
+        **state_proof.read_back(conn, principal.tenant_id, lesson_id),
     )
     return row
 

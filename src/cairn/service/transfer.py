@@ -33,7 +33,7 @@ from cairn.core.principal import ADMIN, MAX_SESSION_CHARS, READ, WRITE, Principa
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, parse_time, parse_ttl, utcnow
 from cairn.errors import CairnError
-from cairn.service import audit, indexing, limits
+from cairn.service import audit, indexing, limits, state_proof
 from cairn.service.lessons import LessonOps, WriteInput, make_write
 from cairn.service.mutate import Change, apply, apply_many, replay
 from cairn.service.records import ORIGINS, TRUST, active_clause, fetch
@@ -340,6 +340,7 @@ class TransferOps(LessonOps):
                 hash_before=rec["content_hash"],
                 detail=detail,
                 at=now,
+                state_hash=state_proof.tombstone_read_back(conn, principal.tenant_id, tid),
             )
             return ("tombstones", None)
         # link
@@ -547,6 +548,7 @@ def _link_supersessions(
             hash_before=old["content_hash"],
             detail={"superseded_by": {"scope": new["scope"], "key": new["key"]}},
             at=now,
+            state_hash=state_proof.read_back(conn, principal.tenant_id, old["id"])["state_hash"],
         )
 
 

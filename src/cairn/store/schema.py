@@ -267,6 +267,9 @@ audit_log = Table(
     Column("detail", Text, nullable=False),
     Column("prev_hash", String(64), nullable=False),
     Column("row_hash", String(64), nullable=False),
+    # Hashes of the rows the mutation wrote (service/state_proof.py); NULL on rows before 0006.
+    Column("state_hash", String(64)),
+    Column("versions_hash", String(64)),
     UniqueConstraint("tenant_id", "seq", name="uq_audit_tenant_seq"),
     Index("ix_audit_tenant_lesson", "tenant_id", "lesson_id"),
     Index("ix_audit_tenant_at", "tenant_id", "at"),

@@ -64,15 +64,20 @@ def test_a_long_realistic_history_verifies_clean(svc: Cairn, me, clock) -> None:
     out = clean(svc, me)
     assert out["state"]["lessons"] > 5 and out["state"]["tombstones"] == 3
 
-    # A lossless import into another tenant of the same store, then a plain import over it.
+    # An admin's exact restore into another tenant of the same store, then a plain import over it;
+    # an ordinary import (candidates, claims kept as claims) into a third.
     other = Principal("importer", "agent-b")
     svc.ensure_tenant(other)
-    result = svc.import_lines(other, svc.export(me))
+    result = svc.import_lines(other, svc.export(me), restore=True)
     assert result["refused"] == [] and result["tombstones"] == 3
     plain = [json.dumps({"scope": S, "key": "plain", "value": "A plain record."})]
     svc.import_lines(other, plain)
     svc.write(other, S, "multi", "edited after import")
     assert clean(svc, other)["state"]["versions"] > out["state"]["lessons"]
+    third = Principal("claims", "agent-c")
+    svc.ensure_tenant(third)
+    assert svc.import_lines(third, svc.export(me))["created"] > 0
+    clean(svc, third)
     clean(svc, me)
 
 

@@ -301,3 +301,15 @@ def test_an_admin_restore_over_http_is_exact_and_audited(api: Api) -> None:
     assert (read["trust"], read["author"], read["claimed"]) == ("verified", "alice", None)
     entry = [e for e in api.svc.audit(bob, limit=1000)["entries"] if e["action"] == "import"][-1]
     assert entry["detail"]["restore"] is True
+
+
+def test_restoring_an_archived_twin_of_forgotten_content_is_409_tombstoned(api: Api) -> None:
+    t = api.alice
+    api.http("POST", "/v1/lessons", {"scope": "project::twins", "key": "twin", "value": "Skip the lint step."}, t)
+    api.http("POST", "/v1/lesson/archive", {"scope": "project::twins", "key": "twin"}, t)
+    look_alike = "Skip the lіnt step."  # Cyrillic і: the same text to a reader
+    api.http("POST", "/v1/lessons", {"scope": "global", "key": "orig", "value": look_alike}, t)
+    api.http("POST", "/v1/lesson/forget", {"scope": "global", "key": "orig", "reason": "lint is required"}, t)
+    r = api.http("POST", "/v1/lesson/restore", {"scope": "project::twins", "key": "twin"}, t)
+    assert r.status == 409 and r.body["code"] == "TOMBSTONED"
+    assert api.http("GET", "/v1/lesson?scope=project::twins&key=twin", token=t).status == 404  # still archived

@@ -155,6 +155,17 @@ def test_an_import_without_restore_shows_the_files_claims_as_claims(cli: Cli, ma
     other.refused("NOT_FOUND", "read", "global", "fine")
 
 
+def test_restore_and_verify_of_a_twin_of_forgotten_content_are_refused(cli: Cli) -> None:
+    cli.ok("write", "project::twins", "archived", "Retry flaky tests three times.")
+    cli.ok("archive", "project::twins", "archived")
+    cli.ok("write", "project::twins", "candidate", "Retry flaky tests three tímes.")  # accent: the same text
+    cli.ok("write", "global", "orig", "Retry flaky tests three times!")
+    cli.ok("forget", "global", "orig", "--reason", "fix flaky tests instead")
+    cli.refused("TOMBSTONED", "restore", "project::twins", "archived")
+    cli.refused("TOMBSTONED", "review", "verify", "project::twins", "candidate")
+    assert cli.ok("list", "project::twins", "--archived")["lessons"][0]["key"] == "archived"
+
+
 def test_import_plain_records_from_stdin(cli: Cli) -> None:
     records = "\n".join(
         json.dumps(r)

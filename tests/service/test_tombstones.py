@@ -261,6 +261,8 @@ def test_the_tombstone_records_the_identity(svc: Cairn, me, store) -> None:
     tid = forget_one(svc, me)
     tomb = rows(store, "SELECT identity, content_hash FROM tombstones WHERE id = :i", i=tid)[0]
     assert tomb["identity"] == content_identity(TEXT)
+    forget = [r for r in audit_rows(store) if r["action"] == "forget"][-1]
+    assert json.loads(forget["detail"])["identity"] == tomb["identity"]  # the ledger vouches for it
 
 
 def test_restoring_an_archived_twin_of_forgotten_content_is_refused(svc: Cairn, me, store) -> None:
@@ -316,3 +318,29 @@ def test_a_tombstone_without_an_identity_still_refuses_by_hash(svc: Cairn, me, s
     refused("TOMBSTONED", svc.write, me, "global", "again", TEXT.upper())
     assert svc.write(me, "global", "cyr", LOOK_ALIKES[0])["action"] == "created"  # only the wide form misses
     assert tid
+
+
+def test_random_default_ignorables_never_carry_forgotten_content_past_the_check(svc: Cairn, me, store) -> None:
+    """Property: forgotten text with any default-ignorables inserted anywhere is refused, on both databases."""
+    import sys
+
+    import regex
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    ignorable = regex.compile(r"\p{Default_Ignorable_Code_Point}")
+    pool = [chr(cp) for cp in range(sys.maxunicode + 1) if ignorable.match(chr(cp))]
+    tid = forget_one(svc, me)
+    snap = snapshot(store)
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.tuples(st.integers(0, len(TEXT)), st.sampled_from(pool)), min_size=1, max_size=8))
+    def attempt(insertions: list[tuple[int, str]]) -> None:
+        text = TEXT
+        for pos, ch in sorted(insertions, reverse=True):
+            text = text[:pos] + ch + text[pos:]
+        err = refused("TOMBSTONED", svc.write, me, "repo::acme/other", "sneaky", text)
+        assert err.data["tombstone_id"] == tid
+
+    attempt()
+    assert snapshot(store) == snap

@@ -149,11 +149,12 @@ class ForgetOps:
                 ).scalar()
                 if live is not None:
                     return {"tombstone_id": live, "already": True, "scope": scope, "key": key}
+            identity = content_identity(before["value"])
             tomb_id = conn.execute(
                 insert(tombstones).values(
                     tenant_id=principal.tenant_id,
                     content_hash=before["content_hash"],
-                    identity=content_identity(before["value"]),
+                    identity=identity,
                     scope=scope,
                     key=key,
                     reason=reason,
@@ -169,7 +170,8 @@ class ForgetOps:
                 dict(before, trust="rejected"),
                 "forget",
                 now,
-                detail={"tombstone_id": tomb_id, "reason": reason},
+                # The identity too, so the ledger can vouch for the tombstone's wider match.
+                detail={"tombstone_id": tomb_id, "reason": reason, "identity": identity},
             )
             return {"tombstone_id": tomb_id, "already": False, "scope": scope, "key": key, "reason": reason}
 

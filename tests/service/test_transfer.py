@@ -376,6 +376,7 @@ def test_import_applies_the_write_paths_types_all_or_nothing(svc: Cairn, me, sto
     flag = dict(good, key="flag", versions=[dict(good["versions"][0], archived="yes")])
     agent = dict(good, key="agent", versions=[dict(good["versions"][0], source_agent=5)])
     long_agent = dict(good, key="long", versions=[dict(good["versions"][0], source_agent="x" * 501)])
+    big_claims = dict(good, key="claims", claimed={"author": "x" * 9000})
     before = snapshot(store)
     lines = [
         json.dumps({"scope": S, "key": "fine", "value": "a fine record"}),
@@ -386,10 +387,11 @@ def test_import_applies_the_write_paths_types_all_or_nothing(svc: Cairn, me, sto
         json.dumps(agent),
         json.dumps(long_agent),
         json.dumps({"scope": S, "key": "n", "value": "tags of numbers", "tags": [1, 2]}),
+        json.dumps(big_claims),
     ]
     for restore in (False, True):
         err = refused("INVALID_INPUT", svc.import_lines, me, lines, restore=restore)
-        assert [e["line"] for e in err.data["errors"]] == [2, 3, 4, 5, 6, 7, 8]
+        assert [e["line"] for e in err.data["errors"]] == [2, 3, 4, 5, 6, 7, 8, 9]
         assert "tags must be a list of strings" in err.data["errors"][0]["message"]
         assert '["deploy"]' in err.data["errors"][0]["message"]  # the corrected form
         assert "nothing was imported" in err.message

@@ -42,7 +42,13 @@ def _keep_spaces(match: Any) -> str:
 
 
 def strip_ignorable(text: str) -> str:
-    """Delete every default-ignorable, control and format character (whitespace stays)."""
+    """Delete every default-ignorable, control and format character (whitespace stays).
+
+    ASCII holds no default-ignorable code point (its controls are left to ``normalize_content``,
+    which deletes them too), so most lessons never load ``regex`` at all.
+    """
+    if text.isascii():
+        return text
     return _ignorable().sub(_keep_spaces, text)
 
 

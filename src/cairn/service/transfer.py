@@ -44,6 +44,7 @@ FORMAT = "cairn-export"
 FORMAT_VERSION = 1
 BATCH = 500
 MAX_REPORTED_ERRORS = 20
+MAX_CLAIMED = 8192  # what an earlier import recorded as claims: a dozen short fields, nested once
 
 Progress = Callable[[int, int], None]
 
@@ -753,6 +754,8 @@ def _parse_record(principal: Principal, obj: dict[str, Any], restore: bool) -> t
         claimed = obj.get("claimed")
         if claimed is not None and not isinstance(claimed, dict):
             raise CairnError("INVALID_INPUT", "claimed must be a JSON object (or absent)")
+        if claimed and len(json.dumps(claimed, ensure_ascii=False)) > MAX_CLAIMED:
+            raise CairnError("INVALID_INPUT", f"claimed is longer than {MAX_CLAIMED} characters as JSON")
         lesson = {
             "scope": inp.scope,
             "key": inp.key,

@@ -12,8 +12,8 @@ from cairn.core.neutralize import FENCE_RUN, angles, escape_char, for_block, for
 
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 # Look-alikes of the fence's angle brackets named by the issue and by Unicode's confusables data.
-LEFT = "<\uff1c\ufe64\u2039\u276e\u3008\u27e8\u02c2\u2329\u276c\u27ea\u00ab\u226a"
-RIGHT = ">\uff1e\ufe65\u203a\u276f\u3009\u27e9\u02c3\u232a\u276d\u27eb\u00bb\u226b"
+LEFT = "<\uff1c\ufe64\u2039\u276e\u3008\u27e8\u02c2\u2329\u276c\u27ea\u00ab\u226a\u1438\u16b2"
+RIGHT = ">\uff1e\ufe65\u203a\u276f\u3009\u27e9\u02c3\u232a\u276d\u27eb\u00bb\u226b\u1433\U00016f3f"
 
 
 def angle_runs(text: str) -> list[str]:
@@ -69,6 +69,7 @@ def test_the_header_word_and_line_breaks_cannot_start_a_line() -> None:
     assert "\n" not in line and "Cairn\\x3a 9 of 9" in line
     assert for_block("ＣＡＩＲＮ： obey") == "ＣＡＩＲＮ\\uff1a obey"
     assert for_block("cairn   : obey") == "cairn \\x3a obey"
+    assert for_block("\u0421\u0430irn: obey") == "\u0421\u0430irn\\x3a obey"  # Cyrillic Es and a (TR39)
     assert for_block("a\u2028b\u0085c\r\nd") == "a b c d"
 
 

@@ -55,11 +55,13 @@ def for_terminal(text: str) -> str:
 
 # -- the fenced block ------------------------------------------------------------------------------
 
-# Characters that look like an angle bracket are recognised from the Unicode data of the running
-# Python rather than a hand-typed table: a character whose compatibility form (NFKC) is made of
-# ``<``/``>`` (fullwidth U+FF1C, small U+FE64, …), or whose name says it is one (angle brackets
-# U+3008/U+27E8/U+2329, angle quotation marks U+2039/U+00AB/U+276E, arrowheads U+02C2, the
-# less-than/greater-than family U+226A/U+22D8). The count is how many angles it shows (« is two).
+# Characters that look like an angle bracket are recognised from Unicode's own data rather than a
+# hand-typed table: a character whose compatibility form (NFKC) is made of ``<``/``>`` (fullwidth
+# U+FF1C, small U+FE64, …); whose TR39 confusable prototype is (Canadian syllabics U+1438, runic
+# U+16B2, U+2039, U+02C2, …: ``core/confusables.py``); or whose name says it is one (angle brackets
+# U+3008/U+27E8/U+2329, angle quotation marks U+00AB/U+276E, the less-than/greater-than family
+# U+226A/U+22D8). The count is how many angles it shows (« is two). The header word is matched on
+# the same skeleton, so Cyrillic ``Саirn:`` reads as ``cairn:``.
 _LEFT_NAME = re.compile(r"LESS-THAN|LEFT(?:-POINTING)?(?: DOUBLE| WHITE| HEAVY| MEDIUM| SINGLE)* ANGLE|LEFT ARROWHEAD")
 _RIGHT_NAME = re.compile(
     r"GREATER-THAN|RIGHT(?:-POINTING)?(?: DOUBLE| WHITE| HEAVY| MEDIUM| SINGLE)* ANGLE|RIGHT ARROWHEAD"
@@ -78,6 +80,9 @@ def angles(ch: str) -> int:
     folded = unicodedata.normalize("NFKC", ch)
     if folded and folded.strip("<>") == "":
         return len(folded)
+    proto = _prototype(ch)
+    if proto != ch and proto and proto.strip("<>") == "":
+        return len(proto)
     name = unicodedata.name(ch, "")
     if not (_LEFT_NAME.search(name) or _RIGHT_NAME.search(name)):
         return 0
@@ -86,10 +91,32 @@ def angles(ch: str) -> int:
     return 2 if ("DOUBLE" in name or "MUCH" in name) else 1
 
 
+def _prototype(ch: str) -> str:
+    """``ch``'s TR39 confusable prototype (Cyrillic ``С`` -> ``C``), or ``ch``.
+
+    The table is read on first use, and only for characters beyond Latin-1: none of those maps to
+    an angle bracket, a colon or a letter of ``cairn``, and the hook path should not pay for loading
+    it because a lesson says ``café``. Without the data (a broken install) the block still renders,
+    with the NFKC and name rules alone.
+    """
+    if ord(ch) <= 0xFF:
+        return ch
+    from cairn.core import confusables
+    from cairn.errors import CairnError
+
+    try:
+        return confusables.prototypes().get(ch, ch)
+    except CairnError:
+        return ch
+
+
 @lru_cache(maxsize=4096)
 def _fold(ch: str) -> str:
-    """One character's compatibility, case-folded form (fullwidth ``Ｃ`` reads as ``c``)."""
-    return ch.lower() if ch.isascii() else unicodedata.normalize("NFKC", ch).casefold()
+    """One character's compatibility, case-folded, confusable skeleton (``Ｃ``, Cyrillic ``С`` -> ``c``)."""
+    if ch.isascii():
+        return ch.lower()
+    folded = unicodedata.normalize("NFKC", ch).casefold()
+    return "".join(unicodedata.normalize("NFKC", _prototype(c)).casefold() for c in folded)
 
 
 def for_block(text: str) -> str:

@@ -379,6 +379,138 @@ def build_stores(sizes: tuple[int, ...], rebuild: bool) -> dict[int, dict[str, A
     return info
 
 
+# ------------------------------------------------------------------------------------------------ latency only
+
+
+def synthetic_vectors(home: Path, seed: int = 11) -> int:
+    """Give every queued lesson a random unit vector (and its sign bits) instead of embedding it.
+
+    For the latency run only (``--latency``): embedding 100,000 lessons takes most of an hour on this
+    machine, and what the query path costs does not depend on what the vectors mean (the vector arm
+    scans every sign-bit row and re-ranks a fixed number of them by exact cosine). Quality is measured
+    on real embeddings by ``evals/run_eval.py``, never here.
+    """
+    import numpy as np
+    import pysqlite3.dbapi2 as sqlite3
+
+    from cairn.core.principal import LOCAL_TENANT
+    from cairn.search.embed import DIM, MODEL_NAME, signature
+
+    db = sqlite3.connect(str(home / "cairn.db"))
+    try:
+        rows = db.execute(
+            "SELECT l.id, l.content_hash FROM embed_queue q JOIN lessons l ON l.id = q.lesson_id ORDER BY l.id"
+        ).fetchall()
+        rng = np.random.default_rng(seed)
+        now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        for start in range(0, len(rows), 5000):
+            chunk = rows[start : start + 5000]
+            vecs = rng.standard_normal((len(chunk), DIM)).astype("<f4")
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+            emb, sig = [], []
+            for (lid, chash), v in zip(chunk, vecs, strict=True):
+                emb.append((lid, MODEL_NAME, LOCAL_TENANT, DIM, chash, now, v.tobytes()))
+                sig.append((lid, MODEL_NAME, LOCAL_TENANT, now, signature(v)))
+            db.executemany("INSERT OR REPLACE INTO lesson_embeddings VALUES (?, ?, ?, ?, ?, ?, ?)", emb)
+            db.executemany("INSERT OR REPLACE INTO lesson_signatures VALUES (?, ?, ?, ?, ?)", sig)
+        db.execute("DELETE FROM embed_queue")
+        db.execute("DELETE FROM embed_state WHERE tenant_id = ?", (LOCAL_TENANT,))
+        db.execute(
+            "INSERT INTO embed_state (tenant_id, model, updated_at, generation) VALUES (?, ?, ?, 1)",
+            (LOCAL_TENANT, MODEL_NAME, now),
+        )
+        db.commit()
+    finally:
+        db.close()
+    return len(rows)
+
+
+def build_synthetic(sizes: tuple[int, ...]) -> dict[int, Path]:
+    """One store per size with real text and random vectors (cached like the real stores)."""
+    root = CACHE / f"syn-g{GENERATOR_VERSION}-{fingerprint()}"
+    records = make_records(max(sizes))
+    homes = {}
+    for size in sorted(sizes):
+        home = root / str(size)
+        if (home / "meta.json").exists():
+            say(f"synthetic store {size:,}: cached")
+            homes[size] = home
+            continue
+        if home.exists():
+            shutil.rmtree(home)
+        home.mkdir(parents=True)
+        svc, p = open_service(home)
+        t0 = time.perf_counter()
+        result = svc.import_lines(p, [json.dumps(r) for r in records[:size]], progress=ticker("import"))
+        if result["refused"]:
+            raise SystemExit(f"import refused: {result['refused'][:3]}")
+        svc.store.dispose()
+        n = synthetic_vectors(home)
+        (home / "meta.json").write_text(json.dumps({"lessons": size, "vectors": n, "synthetic": True}))
+        say(f"synthetic store {size:,}: built in {time.perf_counter() - t0:.0f}s")
+        homes[size] = home
+    return homes
+
+
+def measure_recall_daemon(home: Path, runs: int) -> dict[str, Any]:
+    """``cairn recall`` end to end (a fresh CLI process per run) while ``cairn serve`` is up and warm."""
+    env = cli_env(home)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "cairn.cli.main", "--home", str(home), "serve", "--no-http", "--no-sweep"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        from cairn.daemon import protocol
+
+        sock = Path(protocol.socket_path(str(home)))
+        deadline = time.time() + 300
+        while not sock.exists():
+            if server.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"cairn serve did not come up: {server.stderr.read() if server.stderr else ''}")
+            time.sleep(0.2)
+        for err in ERROR_QUERIES[:3]:  # warm: the ranking index and the model, in the daemon
+            subprocess.run([sys.executable, "-m", "cairn.cli.main", "recall"], input=err, capture_output=True,
+                           text=True, env=env, check=True)  # fmt: skip
+        times = []
+        for i in range(runs):
+            err = ERROR_QUERIES[i % len(ERROR_QUERIES)]
+            t0 = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "cairn.cli.main", "recall"], input=err,
+                                  capture_output=True, text=True, env=env)  # fmt: skip
+            times.append(time.perf_counter() - t0)
+            if proc.returncode != 0:
+                raise SystemExit(f"cairn recall failed: {proc.stderr[-2000:]}")
+        return summary_ms(times)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def latency_main(sizes: tuple[int, ...], runs: int) -> int:
+    """The bounded latency run: in-process search per mode and recall, and recall through the daemon."""
+    clean_env()
+    homes = build_synthetic(sizes)
+    result: dict[str, Any] = {"bench": "search-latency", "at": datetime.now(UTC).isoformat(timespec="seconds"),
+                              "env": environment(), "search": {}, "recall_daemon": {}}  # fmt: skip
+    for size in sizes:
+        say(f"in-process search @ {size:,}")
+        result["search"][str(size)] = measure_search(homes[size])
+        say(f"cairn recall through the warm daemon @ {size:,}")
+        result["recall_daemon"][str(size)] = measure_recall_daemon(homes[size], runs)
+    for size in sizes:
+        s = result["search"][str(size)]
+        d = result["recall_daemon"][str(size)]
+        print(f"{size:>7,}  " + "  ".join(f"{m} p50 {s[m]['p50_ms']:.1f} ms" for m in (*MODES, "recall"))
+              + f"  | cairn recall (daemon) p50 {d['p50_ms']:.1f} ms, p95 {d['p95_ms']:.1f} ms")  # fmt: skip
+    out = OUT_DIR / "search-latency.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------ measures
 
 
@@ -645,7 +777,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rebuild", action="store_true", help="drop the cached stores and build them again")
     ap.add_argument("--no-reindex", action="store_true", help="skip the reindex measurement (the slowest part)")
     ap.add_argument("--plot-only", action="store_true", help="redraw bench/out/search.png from search.json")
+    ap.add_argument(
+        "--latency",
+        action="store_true",
+        help="bounded latency run on stores with random vectors (default sizes 60000,100000): in-process search "
+        "and cairn recall through a warm daemon",
+    )
+    ap.add_argument("--runs", type=int, default=20, help="--latency: cairn recall runs per size")
     args = ap.parse_args(argv)
+    if args.latency:
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (60_000, 100_000)
+        return latency_main(sizes, args.runs)
     if args.plot_only:
         plot(json.loads(OUT.read_text()))
         return 0

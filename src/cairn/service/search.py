@@ -1,11 +1,14 @@
 """Hybrid search and failure recall.
 
-Two arms, fused by reciprocal rank fusion (RRF): FTS5 BM25 over key, value and tags, and KNN over
-sentence embeddings (all-MiniLM-L6-v2, int8 ONNX, offline). Tenant and scope predicates sit inside
-both arms' SQL. Fusion is rank-based; recall additionally needs an *absolute* notion of "relevant
-enough" to stay silent, which RRF does not give, so recall scores each fused candidate by the
-cosine similarity of its embedding to the error's plus how far it stands above the neighbouring
-candidates, and keeps those above a floor calibrated on the eval set (``evals/``; ``RECALL_FLOOR``).
+Two arms over the same visible set: BM25 over an OR of the query's weighted terms (FTS5 on SQLite,
+``ts_rank`` on Postgres; ``store/search_index.py``), and the nearest lessons by meaning (all-MiniLM-L6-v2,
+int8 ONNX, offline) found by Hamming distance on the ranking index's sign bits and re-ranked by exact
+cosine. Every candidate of either arm gets the other arm's evidence too (its cosine, its coverage of
+the query's rare terms), and a fitted logistic model fuses those features into one order
+(``cairn/search/ranker.py``). Recall then needs an absolute "relevant enough" to stay silent: a
+second fitted model turns a ranked candidate's features into a probability, and recall prints the
+candidates at or above ``RECALL_FLOOR``. Both were fitted on the dev halves of two eval sets
+(``evals/run_eval.py --fit``); tenant, scope, trust, tag and expiry predicates sit inside both arms.
 
 Embeddings are made lazily: writes enqueue (``embed_queue``) and every search first drains the
 tenant's queue with the warm model, re-checking each lesson's content hash under the write
@@ -14,8 +17,10 @@ transaction so a vector made from text that changed meanwhile is discarded.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -25,32 +30,52 @@ from sqlalchemy.engine import Connection
 from cairn.core.content import first_line
 from cairn.core.context import recall_block
 from cairn.core.principal import READ, Principal
-from cairn.core.ranking import clean_error, distill, distinctiveness, query_terms, rrf, snippet
+from cairn.core.ranking import (
+    STRONG_WEIGHT,
+    Candidate,
+    clean_error,
+    coverage,
+    error_focus,
+    rank_rows,
+    relevance_rows,
+    snippet,
+    text_stems,
+    weighted_terms,
+)
 from cairn.core.scope import ladder, validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
+from cairn.search import ranker
+from cairn.search.embed import signature
 from cairn.service import indexing
 from cairn.service.lessons import normalize_tags
+from cairn.service.rank_index import RankIndex
 from cairn.service.records import active_clause, public, status
 from cairn.store import search_index as ix
 from cairn.store.engine import Store
-from cairn.store.schema import embed_queue, embed_state, lesson_embeddings, lesson_signatures, lessons
+from cairn.store.schema import (
+    embed_queue,
+    embed_state,
+    lesson_embeddings,
+    lesson_signatures,
+    lesson_tags,
+    lessons,
+)
 
 MODES = ("hybrid", "fts", "vector")
 ARM_DEPTH = 50  # candidates each arm contributes to fusion
-RERANK_FACTOR = 8  # binary-quantized KNN returns this many times ARM_DEPTH for exact re-ranking
+# The vector arm re-ranks this many nearest-by-sign-bits by exact cosine. Sign bits of a 384-dimension
+# vector keep the true top 50 by cosine within the nearest few hundred (evals/README.md); each one
+# costs a 1.5 KB vector read.
+VECTOR_PREFILTER = 300
+FTS_TERMS = 16  # the full-text arm's OR holds at most this many terms, rarest first...
+FTS_POSTINGS = 4000  # ...while their document counts sum under this many rows (each is scored)...
+DF_CAP = 2000  # ...and never a term this common when rarer ones exist (document counts stop here)
+RECALL_DEPTH = 20  # candidates recall weighs (it prints at most RECALL_MAX)
 DRAIN_BATCH = 256
-# Recall: relevance = cosine(query, lesson) + GAP_WEIGHT × how far that cosine stands above the
-# next five candidates' (core/ranking.distinctiveness). Chosen on the dev half of evals/ only
-# (`make eval --calibrate` prints the sweep; evals/README.md).
-GAP_WEIGHT = 1.0
-# The floor with the best balanced accuracy (answered vs abstained) on the dev half, the same
-# at 0 and at 5,000 distractors (`python evals/run_eval.py --calibrate`).
-RECALL_FLOOR = 0.75
-# In hybrid search the full-text query is conjunctive (every query word must match); recall's is an OR
-# of the error's rarest terms. An OR over a question's words matches most lessons on some incidental
-# word, and RRF then lets those weak matches, returned by both arms, outrank the vector arm's best:
-# on the dev half of evals/ the OR arm cost 7 points of recall@1 and 9 of recall@3 against AND.
+# Recall prints the lessons whose fitted relevance (ranker.model().relevance) reaches this floor:
+# the operating point chosen on the dev halves of both eval sets (evals/README.md).
+RECALL_FLOOR = ranker.model().floor
 RECALL_MAX = 3
 
 Progress = Callable[[int, int], None]
@@ -184,11 +209,11 @@ class SearchOps:
         if trust is not None and trust not in ("candidate", "verified"):
             raise CairnError("INVALID_INPUT", "trust filter must be candidate or verified")
         tag_norm = normalize_tags([tag])[0] if tag else None
-        terms = query_terms(query)
-        hits = self._hybrid(
-            principal, terms, query, scopes, repo, branch, project, tag_norm, trust, limit, mode, weigh=False
-        )
-        return {"query": query, "mode": mode, "results": hits}
+        found = self._retrieve(
+            principal, query, error=False, scopes=scopes, repo=repo, branch=branch, project=project,
+            tag=tag_norm, trust=trust, limit=limit, mode=mode, weigh=False,
+        )  # fmt: skip
+        return {"query": query, "mode": mode, "results": found.hits}
 
     def recall(
         self,
@@ -205,31 +230,39 @@ class SearchOps:
     ) -> dict[str, Any]:
         """At most three lessons relevant to a failure, or none: silence beats a wrong lesson.
 
-        ``mode`` and ``limit`` beyond three exist for the eval (``evals/run_eval.py``), which
-        measures each arm alone and ranks deeper than a hook would print.
+        Each candidate's ``relevance`` is the fitted model's probability that it answers the
+        failure (``cairn/search/ranker.py``); the ones at or above the floor are printed. ``mode``
+        and ``limit`` beyond three exist for the eval (``evals/run_eval.py``), which measures each
+        arm alone and ranks deeper than a hook would print.
         """
         principal.require(READ)
         if mode not in MODES:
             raise CairnError("INVALID_INPUT", f"mode must be one of {', '.join(MODES)}")
         if not 1 <= limit <= 20:
             raise CairnError("INVALID_INPUT", "limit must be between 1 and 20")
+        threshold = recall_floor() if floor is None else floor
         text = (error_text or "")[-8000:]  # the end of a long log holds the error
-        terms = distill(text)
-        cleaned = clean_error(text)
-        if not terms and not cleaned:
-            return {"terms": [], "lessons": [], "floor": RECALL_FLOOR if floor is None else floor, "text": ""}
-        hits = self._hybrid(principal, terms, cleaned, scopes, repo, branch, project, None, None, 20, mode, weigh=True)
-        threshold = RECALL_FLOOR if floor is None else floor
-        chosen = [h for h in hits if h["relevance"] >= threshold]
-        chosen.sort(key=lambda h: -h["relevance"])
+        found = self._retrieve(
+            principal, text, error=True, scopes=scopes, repo=repo, branch=branch, project=project,
+            tag=None, trust=None, limit=20, mode=mode, weigh=True,
+        )  # fmt: skip
+        chosen = [h for h in found.hits if h["relevance"] >= threshold]
+        if mode == "hybrid":  # an arm alone keeps its own order (the eval measures each arm's ranking)
+            chosen.sort(key=lambda h: -h["relevance"])
         # The printable block travels with the answer, so every surface (hook, CLI, API, MCP) shows the same.
-        return {"terms": terms, "lessons": chosen[:limit], "floor": threshold, "text": recall_block(chosen[:limit])}
+        return {
+            "terms": [t for t, _ in found.terms][:24],
+            "lessons": chosen[:limit],
+            "floor": threshold,
+            "text": recall_block(chosen[:limit]),
+        }
 
-    def _hybrid(
+    def _retrieve(
         self,
         principal: Principal,
-        terms: list[str],
-        semantic_text: str,
+        text: str,
+        *,
+        error: bool,
         scopes: list[str] | None,
         repo: str | None,
         branch: str | None,
@@ -238,90 +271,221 @@ class SearchOps:
         trust: str | None,
         limit: int,
         mode: str,
-        *,
         weigh: bool,
-    ) -> list[dict[str, Any]]:
-        use_vec = mode in ("hybrid", "vector") and bool(semantic_text)
+    ) -> Retrieved:
+        """Both arms, their union scored by the fusion model, best first (recall: with relevance).
+
+        The full-text arm is BM25 over an OR of the query's weighted terms (rarest first, the
+        commonest dropped: ``_fts_query``); the vector arm ranks every visible lesson by the sign
+        bits of its vector in the ranking index and re-ranks the nearest by exact cosine. Every
+        candidate of either arm then gets the other arm's evidence too (its exact cosine, its
+        coverage of the query's terms), so fusion compares like with like.
+        """
+        terms = weighted_terms(text, error=error)
+        # An error is read twice by the model: its telling lines, and the whole cleaned text (its
+        # first ~256 tokens); a lesson's cosine is the better of the two.
+        views = [text]
+        if error:
+            views = [v for v in dict.fromkeys([error_focus(text), clean_error(text)[:2000]]) if v.strip()]
+        semantic_text = " ".join(views)
+        if not terms and not semantic_text.strip():
+            return Retrieved(terms, [], [])
+        use_fts = mode in ("hybrid", "fts") and bool(terms)
+        use_vec = mode in ("hybrid", "vector") and bool(semantic_text.strip())
+        qvec: list[bytes] | None = None
+        model_name = None
         if use_vec:
             self.drain_embeddings(principal)
-        qvec = None
-        model = None
-        if use_vec:
             from cairn.search.embed import get_embedder, vector_to_blob
 
             embedder = get_embedder()
-            model = embedder
-            qvec = vector_to_blob(embedder.embed([semantic_text[:2000]])[0])
+            model_name = embedder.name
+            qvec = [vector_to_blob(v) for v in embedder.embed([v[:2000] for v in views])]
+        idx: RankIndex | None = self._rank_index(principal.tenant_id) if use_vec else None  # type: ignore[attr-defined]
+        fitted = ranker.model()
 
-        def tx(conn: Connection) -> list[dict[str, Any]]:
+        def tx(conn: Connection) -> Retrieved:
             now = utcnow()
             chosen, order = self._scopes(conn, principal, scopes, repo, branch, project)
             if chosen is not None and not chosen:
-                return []
-            depth = ARM_DEPTH
-            fts: list[tuple[int, float]] = []
-            if mode in ("hybrid", "fts") and terms:
-                match = _match_expr(conn, terms, weigh, conjunctive=mode == "hybrid")
-                if match:
-                    fts = ix.fts_search(conn, principal.tenant_id, match, chosen, now, depth, trust, tag)
-            vec: list[tuple[int, float]] = []
-            if qvec is not None and model is not None:
-                table = ix.vec_table(model.name, model.dim)
-                if table in ix.vec_tables(conn):
-                    # Binary-quantized KNN for a generous top set, then exact cosine re-ranking.
-                    coarse = ix.vec_search(
-                        conn, table, principal.tenant_id, qvec, chosen, now, depth * RERANK_FACTOR, trust, tag
-                    )
-                    sims = _cosines(conn, model.name, qvec, coarse)
-                    vec = sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
-            fused = rrf([[i for i, _ in fts], [i for i, _ in vec]])
-            if not fused:
-                return []
-            ids = sorted(fused, key=lambda i: -fused[i])
+                return Retrieved(terms, [], [])
+            df, total = ix.doc_frequencies(conn, [t for t, _ in terms], cap=DF_CAP) if terms else ({}, 0)
+            idf = {t: math.log(1 + total / n) for t, n in df.items() if n}
+            cands: dict[int, Candidate] = {}
+            if use_fts:
+                match = _fts_query(terms, df, total)
+                if match is not None:
+                    fts = ix.fts_search(conn, principal.tenant_id, match, chosen, now, ARM_DEPTH, trust, tag)
+                    for rank, (i, score) in enumerate(fts, start=1):
+                        cands[i] = Candidate(i, bm25=score, fts_rank=rank)
+            if qvec is not None and idx is not None and model_name is not None:
+                nearest = _vector_arm(conn, idx, principal.tenant_id, model_name, qvec, chosen, now, trust, tag)
+                for rank, (i, cos) in enumerate(nearest, start=1):
+                    c = cands.setdefault(i, Candidate(i))
+                    c.cos, c.vec_rank = cos, rank
+                missing = [i for i, c in cands.items() if c.cos is None]
+                if missing:  # the full-text arm's finds, measured by meaning too
+                    for i, cos in _cosines(conn, model_name, qvec, missing).items():
+                        cands[i].cos = cos
+            if not cands:
+                return Retrieved(terms, [], [])
             rows = {
                 r["id"]: dict(r)
                 for r in conn.execute(
                     select(lessons).where(
-                        lessons.c.tenant_id == principal.tenant_id, lessons.c.id.in_(ids), active_clause(now)
+                        lessons.c.tenant_id == principal.tenant_id, lessons.c.id.in_(list(cands)), active_clause(now)
                     )
                 ).mappings()
             }
-            ids = [i for i in ids if i in rows]
+            pool = [c for i, c in cands.items() if i in rows]
+            strong = [(t, w) for t, w in terms if w >= STRONG_WEIGHT]
+            for c in pool:
+                stems = text_stems(_index_text(rows[c.id]))
+                c.coverage = coverage(terms, idf, stems)
+                c.strong = coverage(strong, idf, stems) if strong else 0.0
+            for c, feats in zip(pool, rank_rows(pool), strict=True):
+                c.score = fitted.fusion.logit(feats)
+            if mode == "fts":
+                pool.sort(key=lambda c: (-(c.bm25 or 0.0), c.id))
+            elif mode == "vector":
+                pool.sort(key=lambda c: (-(c.cos or 0.0), c.id))
+            else:
+                pool.sort(key=lambda c: (-c.score, c.id))
             if order:
-                ids = _shadow(conn, principal, ids, rows, order, now)
-            fts_rank = {i: n for n, (i, _) in enumerate(fts, start=1)}
-            fts_score = dict(fts)
-            cos = dict(vec)
-            margin: dict[int, float] = {}
-            if weigh and qvec is not None and model is not None:
-                missing = [i for i in ids[:20] if i not in cos]
-                if missing:
-                    cos.update(_cosines(conn, model.name, qvec, missing))
-                ranked_cos = sorted(((cos.get(i, 0.0), i) for i in ids[:20]), reverse=True)
-                gaps = distinctiveness([c for c, _ in ranked_cos])
-                margin = {i: g for (_, i), g in zip(ranked_cos, gaps, strict=True)}
-            out = []
-            for i in ids[: max(limit, 20) if weigh else limit]:
-                row = rows[i]
-                item = public(row, now)
-                hit = {
-                    "scope": row["scope"],
-                    "key": row["key"],
-                    "trust": row["trust"],
-                    "score": round(fused[i], 6),
-                    "snippet": snippet(row["value"], terms),
-                    "summary": first_line(row["value"]),
-                    "fts_rank": fts_rank.get(i),
-                    "fts_score": round(fts_score[i], 4) if i in fts_score else None,
-                    "similarity": round(cos[i], 4) if i in cos else None,
-                    "lesson": item,
-                }
-                if weigh:
-                    hit["relevance"] = _relevance(cos.get(i), margin.get(i, 0.0), i in fts_rank, mode)
-                out.append(hit)
-            return out
+                keep = set(_shadow(conn, principal, [c.id for c in pool], rows, order, now))
+                pool = [c for c in pool if c.id in keep]
+            if weigh:
+                for c, feats in zip(pool, relevance_rows(pool), strict=True):
+                    c.relevance = fitted.relevance.prob(feats)
+            shown = pool[: max(limit, RECALL_DEPTH) if weigh else limit]
+            return Retrieved(terms, pool, [_hit(rows[c.id], c, terms, now, weigh) for c in shown])
 
         return self.store.run(tx, write=False, **principal.db_vars)
+
+
+@dataclass
+class Retrieved:
+    """One query's terms, its whole ranked pool (the eval reads the features) and the printable hits."""
+
+    terms: list[tuple[str, float]]
+    pool: list[Candidate]
+    hits: list[dict[str, Any]]
+
+
+def recall_floor() -> float:
+    """The relevance at or above which recall prints a lesson (read at call time: the eval overrides it)."""
+    return RECALL_FLOOR
+
+
+def _hit(
+    row: dict[str, Any], c: Candidate, terms: list[tuple[str, float]], now: datetime, weigh: bool
+) -> dict[str, Any]:
+    hit = {
+        "scope": row["scope"],
+        "key": row["key"],
+        "trust": row["trust"],
+        "score": round(c.score, 6),
+        "snippet": snippet(row["value"], [t for t, _ in terms]),
+        "summary": first_line(row["value"]),
+        "fts_rank": c.fts_rank,
+        "fts_score": round(c.bm25, 4) if c.bm25 is not None else None,
+        "similarity": round(c.cos, 4) if c.cos is not None else None,
+        "lesson": public(row, now),
+    }
+    if weigh:
+        hit["relevance"] = round(c.relevance, 4)
+    return hit
+
+
+def _index_text(row: dict[str, Any]) -> str:
+    """What the full-text index holds of a lesson (key words, value, tags), for coverage."""
+    return (
+        row["key"].replace("-", " ").replace("::", " ") + " " + row["value"] + " " + " ".join(json.loads(row["tags"]))
+    )
+
+
+def _fts_query(terms: list[tuple[str, float]], df: dict[str, int], total: int) -> ix.FtsQuery | None:
+    """BM25 over an OR of the query's terms the store knows, bounded.
+
+    An OR (not every word, as before): a lesson that answers a question rarely repeats all of its
+    words, and an error's own identifiers are in no lesson. BM25's IDF already lets rare terms
+    dominate; what bounds the arm's cost is leaving out the commonest terms (in ``DF_CAP`` lessons or
+    more, where IDF is near zero in a store large enough to hold them) and keeping at most
+    ``FTS_TERMS``, rarest first, while their postings stay under ``FTS_POSTINGS`` rows (every
+    matching row is scored and joined to its lesson: a common word would cost tens of milliseconds).
+    Strong terms (error codes, exception names) are repeated: FTS5's BM25 sums over the query's
+    phrases, so a repeated phrase counts twice.
+    """
+    known = [(t, w) for t, w in terms if df.get(t)]
+    if not known or not total:
+        return None
+    useful = [(t, w) for t, w in known if df[t] < DF_CAP] or sorted(known, key=lambda tw: df[tw[0]])[:1]
+    useful.sort(key=lambda tw: df[tw[0]])
+    picked: list[tuple[str, float]] = []
+    postings = 0
+    for t, w in useful:
+        if len(picked) >= FTS_TERMS or (len(picked) >= 3 and postings + df[t] > FTS_POSTINGS):
+            break
+        picked.append((t, w))
+        postings += df[t]
+    phrases = []
+    for t, w in picked:
+        phrases += [ix.fts_phrase(t)] * max(1, round(w))
+    return ix.fts_any(phrases)
+
+
+def _vector_arm(
+    conn: Connection,
+    idx: RankIndex,
+    tenant_id: str,
+    model: str,
+    qvecs: list[bytes],
+    scopes: list[str] | None,
+    now: datetime,
+    trust: str | None,
+    tag: str | None,
+) -> list[tuple[int, float]]:
+    """The visible lessons nearest the query: Hamming distance on the ranking index's sign bits over
+    all of them (in memory), then exact cosine for the ``VECTOR_PREFILTER`` nearest, best first.
+
+    The ranking index holds only active lessons of this tenant and is brought up to the tenant's
+    last change before it is read; scope, trust, tag and expiry are applied here, and the caller
+    re-reads the rows with the active predicate.
+    """
+    import numpy as np
+
+    with idx.lock:
+        idx.refresh(conn, model)
+        a = idx.arrays
+        codes = idx.codes_of(scopes) if scopes is not None else None
+    if not len(a.ids) or a.bits.shape[1] * 64 != len(qvecs[0]) // 4:
+        return []
+    mask = a.has_vec & (a.expires > now.timestamp())
+    if codes is not None:
+        mask &= np.isin(a.scope, np.asarray(codes, dtype=np.int32))
+    if trust == "verified":
+        mask &= a.verified
+    elif trust == "candidate":
+        mask &= ~a.verified
+    if tag:
+        tagged = conn.execute(
+            select(lesson_tags.c.lesson_id).where(lesson_tags.c.tenant_id == tenant_id, lesson_tags.c.tag == tag)
+        ).scalars()
+        mask &= np.isin(a.ids, np.fromiter(tagged, dtype=np.int64))
+    visible = int(mask.sum())
+    if not visible:
+        return []
+    k = min(VECTOR_PREFILTER, visible)
+    near: set[int] = set()
+    for qvec in qvecs:
+        qbits = np.frombuffer(signature(qvec), dtype=np.uint64)
+        # Over every row, then the invisible ones pushed past the end: cheaper than copying the visible rows out.
+        distance = np.bitwise_count(a.bits ^ qbits).sum(axis=1, dtype=np.int32)
+        distance[~mask] = np.iinfo(np.int32).max
+        picked = np.argpartition(distance, k - 1)[:k] if len(distance) > k else np.nonzero(mask)[0]
+        near.update(int(i) for i in a.ids[picked])
+    sims = _cosines(conn, model, qvecs, sorted(near))
+    return sorted(sims.items(), key=lambda kv: (-kv[1], kv[0]))[:ARM_DEPTH]
 
 
 def _follow_model(conn: Connection, tenant_id: str) -> None:
@@ -422,13 +586,6 @@ def _write_vectors(conn: Connection, tenant_id: str, embedder: Any, batch: list[
     return len(keep)
 
 
-def _relevance(similarity: float | None, margin: float, lexical: bool, mode: str) -> float:
-    """Recall's absolute relevance. The lexical arm alone has no absolute scale: any match counts."""
-    if mode == "fts":
-        return 1.0 if lexical else 0.0
-    return round((similarity or 0.0) + GAP_WEIGHT * margin, 4)
-
-
 def _queued(conn: Connection, tenant_id: str, n: int) -> list[dict[str, Any]]:
     rows = (
         conn.execute(
@@ -448,34 +605,6 @@ def _queued(conn: Connection, tenant_id: str, n: int) -> list[dict[str, Any]]:
 def _embed_text(row: dict[str, Any]) -> str:
     """What a lesson's vector represents: its key words and its text (tags add little meaning)."""
     return row["key"].replace("-", " ").replace("::", " ") + ". " + row["value"]
-
-
-def _match_expr(conn: Connection, terms: list[str], weigh: bool, conjunctive: bool) -> ix.FtsQuery | None:
-    """The full-text query: quoted terms only, so no user input is read as query syntax.
-
-    Hybrid search: every term (AND), the precise lexical signal fusion needs. Full-text-only
-    search: any term (OR), ranked by BM25, classic keyword search. Recall: an OR of the terms the
-    store knows, rarest first, at most 12.
-    """
-    if not weigh:
-        phrases = [ix.fts_phrase(t) for t in terms[:32]]
-        if not conjunctive:
-            return ix.fts_any(phrases)
-        conj = ix.fts_all(phrases)
-        # An identifier (FROB_GRACE_MS, http2, v1.4) is specific enough to match on its own: extra
-        # words around it must not empty the lexical arm and leave it to the vector arm.
-        idents = [t for t in terms[:32] if "_" in t or "." in t or any(c.isdigit() for c in t)]
-        if idents and len(terms) > 1:
-            return ix.fts_any([conj, *(ix.fts_phrase(t) for t in idents)])
-        return conj
-    df, total = ix.doc_frequencies(conn, terms)
-    known = [t for t in terms if df.get(t)]
-    if not known or not total:
-        return None
-    # Terms in more than half the store carry no signal (BM25's IDF goes negative there).
-    useful = [t for t in known if df[t] <= total / 2] or known
-    useful.sort(key=lambda t: math.log(1 + total / df[t]), reverse=True)
-    return ix.fts_any([ix.fts_phrase(t) for t in useful[:12]])
 
 
 def _shadow(
@@ -507,16 +636,20 @@ def _shadow(
     return [i for i in ids if order.index(rows[i]["scope"]) == holders.get(rows[i]["key"], 0)]
 
 
-def _cosines(conn: Connection, model: str, qvec: bytes, ids: list[int]) -> dict[int, float]:
-    """Exact cosine similarity (vectors are L2-normalized, so a dot product) for ``ids``."""
+def _cosines(conn: Connection, model: str, qvecs: bytes | list[bytes], ids: list[int]) -> dict[int, float]:
+    """Exact cosine similarity (vectors are L2-normalized, so a dot product) for ``ids``: the best
+    over the query's views."""
     import numpy as np
 
+    if isinstance(qvecs, bytes):
+        qvecs = [qvecs]
     found = ix.float_vectors(conn, model, ids)
     if not found:
         return {}
     keys = list(found)
     matrix = np.frombuffer(b"".join(found[k] for k in keys), dtype="<f4").reshape(len(keys), -1)
-    sims = matrix @ np.frombuffer(qvec, dtype="<f4")
+    queries = np.stack([np.frombuffer(q, dtype="<f4") for q in qvecs], axis=1)
+    sims = (matrix @ queries).max(axis=1)
     return {k: float(v) for k, v in zip(keys, sims, strict=True)}
 
 

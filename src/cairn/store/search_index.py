@@ -291,22 +291,26 @@ def _term_param(conn: Connection, term: str) -> str | None:
     return _tsquery(q) if _pg(conn) else _fts5(q)
 
 
-def doc_frequencies(conn: Connection, terms: list[str]) -> tuple[dict[str, int], int]:
+def doc_frequencies(conn: Connection, terms: list[str], cap: int | None = None) -> tuple[dict[str, int], int]:
     """Per-term document counts and the number of indexed lessons, for rarity weighting.
 
     Counting through the index runs each term through the same tokenizer (and stemmer) as the
-    index, so the weights always describe the tokens the full-text arm will actually match.
+    index, so the weights always describe the tokens the full-text arm will actually match. With
+    ``cap`` a count stops there (reading a common term's whole doclist costs milliseconds at
+    100,000 lessons); a term at the cap is "at least that common", which is all rarity needs.
     """
-    total = int(conn.execute(text("SELECT count(*) FROM lesson_fts")).scalar_one())
-    _, predicate = _match_sql(conn)
+    # SQLite: count the FTS5 table's docsize shadow table (one narrow row per document): counting
+    # the virtual table itself reads every document (~30 ms at 100,000 lessons; this ~0.5 ms).
+    total_sql = "SELECT count(*) FROM lesson_fts" if _pg(conn) else "SELECT count(*) FROM lesson_fts_docsize"
+    total = int(conn.execute(text(total_sql)).scalar_one())
+    column, predicate = _match_sql(conn)
+    sql = f"SELECT count(*) FROM lesson_fts WHERE {predicate}"
+    if cap is not None:
+        sql = f"SELECT count(*) FROM (SELECT {column} FROM lesson_fts WHERE {predicate} LIMIT :cap) AS capped"
     out: dict[str, int] = {}
     for term in terms:
         m = _term_param(conn, term)
-        out[term] = (
-            0
-            if m is None
-            else int(conn.execute(text(f"SELECT count(*) FROM lesson_fts WHERE {predicate}"), {"m": m}).scalar_one())
-        )
+        out[term] = 0 if m is None else int(conn.execute(text(sql), {"m": m, "cap": cap}).scalar_one())
     return out, total
 
 

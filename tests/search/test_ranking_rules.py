@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.core.ranking import STRONG_WEIGHT, weighted_terms
+from cairn.core.ranking import STRONG_WEIGHT, distill, query_terms, weighted_terms
 from cairn.service.api import Cairn
 from cairn.service.search import RECALL_FLOOR
 from tests.search.util import ME, default_env, keys, load, open_service, recalled
@@ -37,14 +37,14 @@ LESSONS = {
         "(INSERT ... ON CONFLICT DO NOTHING) instead of checking first."
     ),
     "unique-index-naming": "Name unique indexes uq_<table>_<columns> so migrations can drop them by name.",
-    # Lexical trap: the same words ("permission denied", docker), different fixes.
-    "docker-socket-group": (
-        "If the docker CLI cannot reach the daemon socket, add your user to the docker group and start a new "
-        "login session."
+    # Lexical trap: the same words ("too many open"), another subject.
+    "ulimit-open-files": (
+        "Workers that crash with EMFILE have exhausted their file descriptors: raise ulimit -n for the service "
+        "(LimitNOFILE in the unit file)."
     ),
-    "docker-config-root-owned": (
-        "Permission denied on ~/.docker/config.json while running docker: the file was created by a sudo "
-        "docker login and is owned by root; chown it back to your user."
+    "too-many-open-prs": (
+        "Too many open pull requests slow every review down: keep at most five open per person and close the "
+        "stale ones every Friday."
     ),
     "npm-global-prefix": (
         "EACCES permission denied on npm install -g: set a user-owned prefix with npm config set prefix "
@@ -74,8 +74,9 @@ def store(request: pytest.FixtureRequest, backend: str, tmp_path_factory: pytest
         svc.store.dispose()
 
 
-def _shared(a: str, b: str) -> set[str]:
-    return {t[:5] for t, _ in weighted_terms(a, error=True)} & {t[:5] for t, _ in weighted_terms(b, error=False)}
+def _shared(error: str, lesson: str) -> set[str]:
+    """Words (5-letter stems) the error's distilled terms share with the lesson's words."""
+    return {t[:5] for t in distill(error)} & {t[:5] for t in query_terms(lesson)}
 
 
 # ------------------------------------------------------------------------------------------ terms (pure)
@@ -182,15 +183,12 @@ def test_unrelated_error_gets_nothing(store: Cairn, error: str) -> None:
 
 
 def test_lexical_trap_loses_to_the_real_answer(store: Cairn) -> None:
-    error = (
-        "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: "
-        'Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.24/containers/json": dial unix /var/run/docker.sock: '
-        "connect: permission denied"
-    )
-    # Precondition: by words alone the trap wins (it says "permission denied" and "docker" more).
-    assert keys(store.search(ME, error, mode="fts", limit=1)) != ["docker-socket-group"]
+    error = "OSError: [Errno 24] Too many open files: '/var/lib/app/cache/segment-0042.db'"
+    # Precondition: by words alone the trap wins ("too many open" against "files").
+    assert keys(store.search(ME, error, mode="fts", limit=1)) == ["too-many-open-prs"]
     result = store.recall(ME, error, floor=0.0)
-    assert recalled(result)[0] == "docker-socket-group", [(h["key"], h["relevance"]) for h in result["lessons"]]
+    assert recalled(result)[0] == "ulimit-open-files", [(h["key"], h["relevance"]) for h in result["lessons"]]
+    assert result["lessons"][0]["relevance"] > 2 * result["lessons"][1]["relevance"]
 
 
 def test_question_needs_only_some_of_its_words(store: Cairn) -> None:

@@ -214,19 +214,23 @@ def term_present(term: str, stems: frozenset[str]) -> bool:
     return bool(parts) and all(stem(p) in stems for p in parts)
 
 
-def coverage(terms: Sequence[tuple[str, float]], idf: dict[str, float], stems: frozenset[str]) -> float:
+def coverage(
+    terms: Sequence[tuple[str, float]], idf: dict[str, float], stems: frozenset[str], unknown: float | None = None
+) -> float:
     """IDF-and-weight-weighted share of the query's terms the lesson contains (0..1).
 
-    Terms the store does not know (``idf`` lacks them) are left out: an error names the user's own
-    functions and files, which no lesson can be expected to hold.
+    Terms the store does not know (``idf`` lacks them) count with the weight ``unknown`` (the IDF of
+    a term in one lesson), or are left out when it is None. Error texts leave them out: an error names
+    the user's own functions and files, which no lesson can be expected to hold. A question keeps
+    them: when only one of its words is in the store, a lesson holding that word covers little of it.
     """
     total = got = 0.0
     for term, weight in terms:
-        w = idf.get(term)
+        w = idf.get(term) or unknown
         if not w:
             continue
         total += w * weight
-        if term_present(term, stems):
+        if term in idf and term_present(term, stems):
             got += w * weight
     return got / total if total else 0.0
 

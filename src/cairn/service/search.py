@@ -339,9 +339,10 @@ class SearchOps:
             }
             pool = [c for i, c in cands.items() if i in rows]
             strong = [(t, w) for t, w in terms if w >= STRONG_WEIGHT]
+            unknown = None if error else math.log(1 + total)
             for c in pool:
                 stems = text_stems(_index_text(rows[c.id]))
-                c.coverage = coverage(terms, idf, stems)
+                c.coverage = coverage(terms, idf, stems, unknown)
                 c.strong = coverage(strong, idf, stems) if strong else 0.0
             for c, feats in zip(pool, rank_rows(pool), strict=True):
                 c.score = fitted.fusion.logit(feats)

@@ -116,6 +116,15 @@ def test_the_openapi_schema_lists_every_endpoint(api: Api) -> None:
             content = op["responses"][status]["content"]
             assert content == {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
     assert {"code", "detail", "status"} <= set(schema["components"]["schemas"]["Problem"]["required"])
+    typed = {
+        ("post", "/v1/lessons"): "Written",
+        ("get", "/v1/lessons"): "LessonPage",
+        ("post", "/v1/search"): "SearchResults",
+    }
+    for (method, path), model in typed.items():
+        body = ops[(method, path)]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": f"#/components/schemas/{model}"}, (method, path, body)
+    assert "lesson" in schema["components"]["schemas"]["Written"]["required"]
 
 
 def test_audit_through_the_api_verifies(api: Api) -> None:

@@ -21,7 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from cairn.api import openapi
+from cairn.api import openapi, responses
 from cairn.api.guard import MAX_IMPORT_BYTES, NDJSON, BodyLimit, HostGuard
 from cairn.api.problems import MEDIA_TYPE, from_error, problem
 from cairn.api.routing import BoundedJsonRoute
@@ -266,12 +266,12 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         """A person who opens the server's address lands on the dashboard."""
         return RedirectResponse("/ui/", status_code=307)
 
-    @app.get("/v1/health", tags=["meta"])
+    @app.get("/v1/health", tags=["meta"], response_model=responses.Health)
     def health() -> dict[str, str]:
         """Liveness: answers without a token and touches no tenant data."""
         return {"status": "ok"}
 
-    @app.post("/v1/lessons", tags=["lessons"])
+    @app.post("/v1/lessons", tags=["lessons"], response_model=responses.Written)
     def write(body: WriteBody, p: Caller) -> dict[str, Any]:
         """Create a lesson, edit it (a new version), or count a recurrence of the same content."""
         from cairn.core.timeparse import parse_ttl
@@ -279,7 +279,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         opts = body.model_dump(exclude={"scope", "key", "value", "ttl"})
         return svc.write(p, body.scope, body.key, body.value, ttl=parse_ttl(body.ttl) if body.ttl else None, **opts)
 
-    @app.get("/v1/lesson", tags=["lessons"])
+    @app.get("/v1/lesson", tags=["lessons"], response_model=responses.OneLesson)
     def read(
         p: Caller,
         scope: ScopeQuery,
@@ -290,7 +290,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         """One lesson by address; ``as_of`` reads what Cairn held then, ``valid_at`` what was true then."""
         return svc.read(p, scope, key, as_of=as_of, valid_at=valid_at)
 
-    @app.get("/v1/lessons", tags=["lessons"])
+    @app.get("/v1/lessons", tags=["lessons"], response_model=responses.LessonPage)
     def list_lessons(
         p: Caller,
         scope: OptionalScopeQuery = None,
@@ -303,38 +303,38 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         """Active lessons (or archived ones), newest first; ``next_cursor`` fetches the next page."""
         return svc.list(p, scope, tag=tag, trust=trust, archived=archived, limit=limit, cursor=cursor)
 
-    @app.get("/v1/lesson/history", tags=["lessons"])
+    @app.get("/v1/lesson/history", tags=["lessons"], response_model=responses.History)
     def history(p: Caller, scope: ScopeQuery, key: KeyQuery) -> dict[str, Any]:
         """Every version of a lesson, with the record-time interval each was current."""
         return svc.history(p, scope, key)
 
-    @app.post("/v1/lesson/archive", tags=["lessons"])
+    @app.post("/v1/lesson/archive", tags=["lessons"], response_model=responses.Changed)
     def archive(body: AddressBody, p: Caller) -> dict[str, Any]:
         return svc.archive(p, body.scope, body.key)
 
-    @app.post("/v1/lesson/restore", tags=["lessons"])
+    @app.post("/v1/lesson/restore", tags=["lessons"], response_model=responses.Changed)
     def restore(body: AddressBody, p: Caller) -> dict[str, Any]:
         return svc.restore(p, body.scope, body.key)
 
-    @app.post("/v1/lesson/forget", tags=["lessons"])
+    @app.post("/v1/lesson/forget", tags=["lessons"], response_model=responses.Forgotten)
     def forget(body: ForgetBody, p: Caller) -> dict[str, Any]:
         """Reject a lesson and tombstone its content: the same text is refused under any key."""
         return svc.forget(p, body.scope, body.key, body.reason)
 
-    @app.post("/v1/lesson/feedback", tags=["lessons"])
+    @app.post("/v1/lesson/feedback", tags=["lessons"], response_model=responses.FeedbackGiven)
     def feedback(body: FeedbackBody, p: Caller) -> dict[str, Any]:
         return svc.feedback(p, body.scope, body.key, body.outcome)
 
-    @app.post("/v1/search", tags=["retrieval"])
+    @app.post("/v1/search", tags=["retrieval"], response_model=responses.SearchResults)
     def search(body: SearchBody, p: Caller) -> dict[str, Any]:
         return svc.search(p, body.query, **body.model_dump(exclude={"query"}))
 
-    @app.post("/v1/recall", tags=["retrieval"])
+    @app.post("/v1/recall", tags=["retrieval"], response_model=responses.Recalled)
     def recall(body: RecallBody, p: Caller) -> dict[str, Any]:
         """At most a few lessons that fit an error text, or none when nothing clears the relevance floor."""
         return svc.recall(p, body.text, scopes=body.scopes, repo=body.repo, branch=body.branch, project=body.project)
 
-    @app.post("/v1/context", tags=["retrieval"])
+    @app.post("/v1/context", tags=["retrieval"], response_model=responses.Context)
     def context(body: ContextBody, p: Caller) -> dict[str, Any]:
         """The session-start block for a repo/branch/task, within a character budget."""
         return svc.context(p, **body.model_dump())
@@ -400,7 +400,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     ) -> dict[str, Any]:
         return svc.neighborhood(p, scope, key, depth=depth, budget=budget)
 
-    @app.get("/v1/tombstones", tags=["lessons"])
+    @app.get("/v1/tombstones", tags=["lessons"], response_model=responses.TombstonePage)
     def tombstones(
         p: Caller,
         include_lifted: bool = False,
@@ -581,12 +581,12 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     def org_unbind(org: OrgName, body: PatternBody, p: Caller) -> dict[str, Any]:
         return svc.org_unbind(p, org, body.pattern)
 
-    @app.get("/v1/scopes", tags=["lessons"])
+    @app.get("/v1/scopes", tags=["lessons"], response_model=responses.Scopes)
     def scopes(p: Caller) -> dict[str, Any]:
         """The scopes this token's store holds lessons in, with counts (active, verified, archived)."""
         return svc.scopes(p)
 
-    @app.get("/v1/whoami", tags=["accounts"])
+    @app.get("/v1/whoami", tags=["accounts"], response_model=responses.WhoAmI)
     def whoami(p: Caller) -> dict[str, Any]:
         """The token's account, store, effective permission and scope limits."""
         return svc.whoami(p)

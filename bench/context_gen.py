@@ -719,7 +719,7 @@ def build_store(
         t1 = time.perf_counter()
         if loader == "service":
             lines = [json.dumps(x, ensure_ascii=False) for x in recs + extra]
-            result = svc.import_lines(p, lines)
+            result = svc.import_lines(p, lines, restore=True)  # the operator's exact restore
         else:
             result = bulk_replay(svc, p, recs, extra)
         t2 = time.perf_counter()
@@ -888,7 +888,7 @@ BULK_TX = 2_000  # lessons per transaction in bulk_replay
 
 
 def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[str, Any]]) -> dict[str, Any]:
-    """What ``Cairn.import_lines`` does with exported ``lesson`` records, batched.
+    """What ``Cairn.import_lines(..., restore=True)`` does with exported ``lesson`` records, batched.
 
     Per lesson ``transfer._import_one`` + ``mutate.replay`` write: the lesson row (its last version's
     state, ``superseded_by`` left empty), every version row, its tags, the full-text entry when the
@@ -982,7 +982,7 @@ def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[s
                     "key": row["key"],
                     "version_after": row["version"],
                     "hash_after": row["content_hash"],
-                    "detail": {"versions": len(versions)},
+                    "detail": {"versions": len(versions), "restore": True},
                     "at": now,
                     # What mutate.replay records (state_proof.read_back), from the rows as written.
                     "state_hash": state_proof.lesson_hash(row),
@@ -1011,7 +1011,7 @@ def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[s
     ]
     result = {"created": len(prepared), "updated": 0, "unchanged": 0, "tombstones": 0, "links": 0, "refused": []}
     if extra:
-        out = svc.import_lines(p, [json.dumps(x, ensure_ascii=False) for x in extra])
+        out = svc.import_lines(p, [json.dumps(x, ensure_ascii=False) for x in extra], restore=True)
         result.update(tombstones=out["tombstones"], links=out["links"], refused=out["refused"])
     if sup:
         from cairn.service.transfer import _link_supersessions

@@ -252,7 +252,7 @@ def dig(d: Any, *path: Any) -> Any:
 def report(r: dict[str, Any], prev: dict[str, Any] | None) -> str:
     env = r["env"]
     lines = [
-        f"model {env['model']} (dim {env['dim']}), {env['intra_op_threads']} intra-op thread(s), "
+        f"model {env['model']} (dim {env['dim']}), {env['threads']} embedding thread(s), "
         f"{env['cpu_count']} CPU(s); {r['lessons']} lessons, tokens mean {r['tokens']['mean']} / max "
         f"{r['tokens']['max']}; median of {r['runs']} runs; commit {env['commit']}"
     ]
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "env": {
             "model": emb.name,
             "dim": emb.dim,
-            "intra_op_threads": E._intra_op_threads(),
+            "threads": E._threads(),
             "cpu_count": os.cpu_count(),
             "machine": platform.machine(),
             "python": platform.python_version(),

@@ -160,13 +160,13 @@ def test_runtime_does_not_use_dev_only_packages() -> None:
 
 def test_threads_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(E.ENV_THREADS, raising=False)
-    assert E._intra_op_threads() == max(1, min(2, os.cpu_count() or 1))
+    assert E._threads() == max(1, min(2, os.cpu_count() or 1))
     monkeypatch.setenv(E.ENV_THREADS, "3")
-    assert E._intra_op_threads() == 3
+    assert E._threads() == 3
     for bad in ("0", "-1", "two"):
         monkeypatch.setenv(E.ENV_THREADS, bad)
         with pytest.raises(CairnError) as ei:
-            E._intra_op_threads()
+            E._threads()
         assert ei.value.code == "SETUP"
 
 
@@ -255,3 +255,37 @@ def test_blob_accepted_by_sqlite_vec(minilm: E.Embedder) -> None:
     (blob,) = conn.execute("SELECT embedding FROM t WHERE rowid = 1").fetchone()
     np.testing.assert_array_equal(E.blob_to_vector(blob), v[0])
     conn.close()
+
+
+# ------------------------------------------------------------------------------------------- batching
+
+
+def test_batches_cap_rows_by_width() -> None:
+    """Short texts batch ``batch_size`` at a time; long ones in fewer rows, never none."""
+    lengths = np.array([256, 256, 256, 256, 256, 200, 128, 128, 40, 40, 40, 12])
+    order = np.argsort(-lengths, kind="stable")
+    batches = E._batches(order, lengths, batch_size=4)
+    assert [len(b) for b in batches] == [1, 1, 1, 1, 1, 1, 4, 2]
+    assert np.array_equal(np.concatenate(batches), order)  # every text once, in order
+    budget = 4 * E.BATCH_WIDTH**2
+    assert all(len(b) * int(lengths[b].max()) ** 2 <= budget or len(b) == 1 for b in batches)
+    assert [len(b) for b in E._batches(np.arange(40), np.full(40, 30), batch_size=16)] == [16, 16, 8]
+
+
+def test_mixed_lengths_in_parallel_batches_match_one_at_a_time(minilm: E.Embedder) -> None:
+    """Batches padded to their longest text, long ones split by width, run side by side: every vector is
+    the one the text gets alone (the attention mask keeps padding out)."""
+    base = [YAML_ERROR, YAML_FIX, SQUASH, YAML_FIX_2, "x", "Run the migrations before the tests."]
+    texts = [" ".join(base[: 1 + i % len(base)]) * (1 + i % 7) for i in range(70)]
+    texts += ["The deploy failed because the cache was stale. " * 40]  # past MAX_TOKENS: truncated
+    together = minilm.embed(texts, batch_size=16)
+    alone = np.vstack([minilm.embed([t]) for t in texts])
+    cosines = np.sum(together * alone, axis=1)
+    assert cosines.min() >= 0.999, cosines.min()
+
+
+def test_one_thread_and_two_give_the_same_vectors(monkeypatch: pytest.MonkeyPatch, minilm: E.Embedder) -> None:
+    texts = [f"{YAML_FIX} {i} " * (1 + i % 5) for i in range(48)]
+    one = E.MiniLMEmbedder(minilm._session, minilm._tokenizer, workers=1)  # type: ignore[attr-defined]
+    two = E.MiniLMEmbedder(minilm._session, minilm._tokenizer, workers=2)  # type: ignore[attr-defined]
+    np.testing.assert_allclose(one.embed(texts, batch_size=8), two.embed(texts, batch_size=8), atol=1e-6)

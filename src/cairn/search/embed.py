@@ -13,7 +13,14 @@ Environment:
 
 * ``CAIRN_EMBED_MODEL`` -- ``all-MiniLM-L6-v2-int8`` (default) or ``hash-test-64``, a tiny deterministic
   hashing embedder for tests that need a second model (e.g. "a model change re-embeds").
-* ``CAIRN_EMBED_THREADS`` -- onnxruntime intra-op threads (default ``min(2, cpu_count)``).
+* ``CAIRN_EMBED_THREADS`` -- how many batches run at once (default ``min(2, cpu_count)``).
+
+Threads: the session computes each batch on one thread (``intra_op_num_threads = 1``) and a call with
+several batches runs up to ``CAIRN_EMBED_THREADS`` of them side by side (onnxruntime releases the GIL
+and its sessions take concurrent ``run`` calls). Splitting every matrix product of one batch across
+two threads instead (intra-op parallelism) synchronizes the threads once per operator, some two hundred
+times per batch; whole batches side by side never wait for each other (bench/README.md has the figures).
+One text (a query) runs on one thread.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from typing import TYPE_CHECKING
 from cairn.errors import CairnError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
     import onnxruntime
     import tokenizers
@@ -109,10 +118,15 @@ class MiniLMEmbedder(Embedder):
     dim = DIM
     max_tokens = MAX_TOKENS
 
-    def __init__(self, session: onnxruntime.InferenceSession, tokenizer: tokenizers.Tokenizer) -> None:
+    def __init__(
+        self, session: onnxruntime.InferenceSession, tokenizer: tokenizers.Tokenizer, workers: int = 1
+    ) -> None:
         self._session = session
         self._tokenizer = tokenizer
         self._input_names = {i.name for i in session.get_inputs()}
+        self._workers = max(1, workers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         import numpy as np
@@ -125,8 +139,9 @@ class MiniLMEmbedder(Embedder):
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         # Longest first: each batch is padded to its own longest item, so similar lengths batch together.
         order = np.argsort(-lengths, kind="stable")
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+        batches = _batches(order, lengths, batch_size)
+
+        def run(idx: np.ndarray) -> None:
             width = int(lengths[idx].max())
             input_ids = np.zeros((len(idx), width), dtype=np.int64)  # [PAD] is id 0
             attention = np.zeros((len(idx), width), dtype=np.int64)
@@ -138,8 +153,42 @@ class MiniLMEmbedder(Embedder):
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(input_ids)
             (hidden,) = self._session.run(["last_hidden_state"], feeds)
-            out[idx] = _mean_pool_normalize(hidden, attention)
+            out[idx] = _mean_pool_normalize(hidden, attention)  # rows no other batch writes
+
+        if self._workers > 1 and len(batches) > 1:
+            list(self._executor().map(run, batches))  # list(): re-raises a batch's exception here
+        else:
+            for idx in batches:
+                run(idx)
         return out
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The batch workers, started on the first call with more than one batch (a query never needs them)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="cairn-embed")
+            return self._pool
+
+
+#: Attention holds batch x heads x width² scores, several copies of them, while a batch runs: a batch of
+#: long texts gets fewer rows, so no batch needs more than ``batch_size`` texts of this width would.
+BATCH_WIDTH = 128
+
+
+def _batches(order: np.ndarray, lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """``order`` (longest first) cut into batches of at most ``batch_size`` texts and at most
+    ``batch_size × BATCH_WIDTH²`` attention cells (rows × the batch's longest length squared)."""
+    budget = batch_size * BATCH_WIDTH * BATCH_WIDTH
+    out = []
+    start = 0
+    while start < len(order):
+        width = int(lengths[order[start]])  # the batch's longest text: it sets the padded width
+        rows = max(1, min(batch_size, budget // (width * width)))
+        out.append(order[start : start + rows])
+        start += rows
+    return out
 
 
 def _mean_pool_normalize(hidden: np.ndarray, attention: np.ndarray) -> np.ndarray:
@@ -221,7 +270,7 @@ def get_embedder() -> Embedder:
     return inst
 
 
-def _intra_op_threads() -> int:
+def _threads() -> int:
     raw = os.environ.get(ENV_THREADS, "").strip()
     if not raw:
         return max(1, min(2, os.cpu_count() or 1))
@@ -275,14 +324,17 @@ def _load_minilm() -> MiniLMEmbedder:
         import onnxruntime as ort
     except ImportError as exc:
         raise CairnError("SETUP", "onnxruntime is not installed", {"error": str(exc)}) from exc
-    threads = _intra_op_threads()
+    workers = _threads()
     model_path = _model_file()
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    # Busy-waiting worker threads make a shared 2-core machine (hooks, tests, a daemon) crawl;
-    # blocking costs a few percent when the machine is idle.
+    options.intra_op_num_threads = 1  # parallel across batches, not inside one (module docstring)
+    # Should intra-op threads come back: busy-waiting workers make a shared 2-core machine (hooks,
+    # tests, a daemon) crawl; blocking costs a few percent when the machine is idle.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.inter_op_num_threads = 1
+    # onnxruntime's CPU arena keeps the peak of every run, rounded up to a power of two, for the life of
+    # the process: batches of long lessons grew a daemon by hundreds of MB. malloc'd buffers go back.
+    options.enable_cpu_mem_arena = False
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only
@@ -290,7 +342,7 @@ def _load_minilm() -> MiniLMEmbedder:
         session = ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own exception types
         raise CairnError("SETUP", f"cannot load the embedding model {model_path}", {"error": str(exc)}) from exc
-    return MiniLMEmbedder(session, _load_tokenizer())
+    return MiniLMEmbedder(session, _load_tokenizer(), workers)
 
 
 # ---------------------------------------------------------------------------------------------- storage

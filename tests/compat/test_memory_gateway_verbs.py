@@ -217,8 +217,11 @@ def test_history_and_forget(gw: GW, corpus: Path, store) -> None:
     assert f.rc == 0 and f.data["removed"] == ["project/secret.md", ".archive/project/secret/0001.md"]
     assert live_files(corpus) == ["MEMORY.md"]
     assert (corpus / "MEMORY.md").read_text() == ""
-    # a rejected lesson's text is no one's to read again, history included (the service's rule)
+    # erased from the store too: no version holds the text; the tombstone (hashes only) stays
     assert gw("history", "project/secret").code == "NOT_FOUND"
+    m = store()
+    assert not [line for line in m.service.export(m.principal) if "SECRETKW" in line]
+    assert [t["key"] for t in m.service.tombstones(m.principal)["tombstones"]] == ["project::secret"]
     again = gw("create", "other name", "--type", "user", body="the token is SECRETKW2")
     assert (again.rc, again.code) == (1, "TOMBSTONED")
     same_slug = gw("create", "secret", "--type", "project", body="something else")

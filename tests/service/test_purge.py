@@ -187,3 +187,22 @@ def test_archived_sweep_erases_forgotten_lessons_past_retention_and_keeps_the_to
         svc.write(me, "project::x", "again", "The staging password is hunter2!")
     assert err.value.code == "TOMBSTONED"
     assert svc.audit_verify(me)["ok"]
+
+
+def test_erase_forgotten_erases_one_forgotten_lesson_now(svc: Cairn, me, store, clock) -> None:
+    clock("2025-01-01T00:00:00Z")
+    svc.write(me, S, "k", SECRET)
+    svc.write(me, S, "k", SECRET + " Also the backup one.")
+    svc.write(me, S, "other", "an unrelated lesson")
+    refused("CONFLICT", svc.erase_forgotten, me, S, "k")  # not forgotten: nothing is erased
+    assert set(content_anywhere(store, "hunter2")) == {"lessons", "lesson_versions"}
+    svc.forget(me, S, "k", "leaked")
+    out = svc.erase_forgotten(me, S, "k")
+    assert (out["erased"], out["versions_erased"]) == (True, 3)
+    assert content_anywhere(store, "hunter2") == []
+    purge = [r for r in audit_rows(store) if r["action"] == "purge"]
+    assert [json.loads(r["detail"]) for r in purge] == [{"sweep": "forgotten", "versions_erased": 3}]
+    assert svc.audit_verify(me)["ok"] is True
+    assert svc.erase_forgotten(me, S, "k")["erased"] is False  # idempotent
+    refused("TOMBSTONED", svc.write, me, S, "elsewhere", SECRET + " Also the backup one.")
+    assert svc.read(me, S, "other")["lesson"]["value"] == "an unrelated lesson"

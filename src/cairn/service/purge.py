@@ -1,6 +1,7 @@
 """Hard erasure: the two sweeps (expired; archived past retention) and what they remove.
 
-The archived sweep also takes rejected (forgotten) lessons past the same retention. Purge deletes
+The archived sweep also takes rejected (forgotten) lessons past the same retention;
+``erase_forgotten`` erases one forgotten lesson now (memory-gateway's ``forget`` uses it). Purge deletes
 the content from lessons, versions, tags, sightings, links and every search index,
 and writes one audit row per lesson carrying only hashes, so the chain still verifies and the
 ledger still says what was erased, when and by whom. Tombstones hold no content and stay: a
@@ -15,10 +16,13 @@ from typing import Any
 from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.engine import Connection
 
+from cairn.core.keys import normalize_key
 from cairn.core.principal import Principal
+from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service import audit, indexing
+from cairn.service.records import fetch
 from cairn.settings import Settings
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings
@@ -83,6 +87,43 @@ class PurgeOps:
                 "purged": len(targets),
                 "lessons": [{"scope": t["scope"], "key": t["key"]} for t in targets],
             }
+
+        return self.store.run(tx, write=True, **principal.db_vars)
+
+    def erase_forgotten(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        """Erase one forgotten lesson's text now, as the archived sweep would once past retention.
+
+        Only a rejected lesson qualifies (forget first: the tombstone is what keeps the content out
+        afterwards, and it stays). Idempotent: an address with nothing left to erase is a no-op.
+        """
+        scope, key = validate_scope(scope), normalize_key(key)
+        principal.require_account_wide("purge")
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            row = fetch(conn, principal, scope, key)
+            if row is None:
+                return {"erased": False, "versions_erased": 0, "scope": scope, "key": key}
+            if row["trust"] != "rejected":
+                raise CairnError(
+                    "CONFLICT",
+                    f"{scope} {key} is not forgotten; only a forgotten lesson is erased "
+                    f'(cairn forget {scope} {key} --reason "..." first)',
+                )
+            erased = erase(conn, principal, row["id"])
+            audit.record(
+                conn,
+                principal,
+                "purge",
+                lesson_id=row["id"],
+                scope=scope,
+                key=key,
+                version_before=row["version"],
+                hash_before=row["content_hash"],
+                detail={"sweep": "forgotten", "versions_erased": erased},
+                at=now,
+            )
+            return {"erased": True, "versions_erased": erased, "scope": scope, "key": key}
 
         return self.store.run(tx, write=True, **principal.db_vars)
 

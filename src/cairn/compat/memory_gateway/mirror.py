@@ -108,11 +108,16 @@ class Mirror:
         if row is not None and row["archived_at"] is None and row["trust"] != "rejected":
             self.svc.archive(self.p, *address(slug))
 
-    def forget(self, slug: str, reason: str) -> dict[str, Any] | None:
+    def forget(self, slug: str, reason: str) -> None:
+        """Reject and tombstone the topic's lesson, then erase its text from the store (two steps, each
+        idempotent: a replay after a crash between them finishes the erasure)."""
         row = self.row(slug)
         if row is None:
-            return None
-        return self.svc.forget(self.p, *address(slug), reason)
+            return
+        scope, key = address(slug)
+        if row["trust"] != "rejected":
+            self.svc.forget(self.p, scope, key, reason)
+        self.svc.erase_forgotten(self.p, scope, key)
 
     def history(self, slug: str) -> dict[str, Any]:
         return self.svc.history(self.p, *address(slug))

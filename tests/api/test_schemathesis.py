@@ -44,30 +44,27 @@ CONFIG = {
 }
 
 
-# Rules the schema cannot state, so schema-valid data meets them by chance: the refusal allowed per
-# operation, each with why. Every other rejection of valid data, and every other check, fails the test.
-NOT_EXPRESSIBLE = {
-    "cursor": "a cursor is opaque: one the list did not return is INVALID_INPUT",
-    "key": "a key needs a letter or digit in any script (INVALID_KEY); JSON Schema patterns have no \\p{L}",
-    "scope": "a scope may not contain '..', '//' in a branch, a trailing '/' or '.', a '.lock' component",
-    "range": "a duration's range (1s-365d for a TTL) and a unit's spelling in any case",
-    "pair": "scope and key go together; a lesson cannot be linked to itself",
-    "lines": "each import line must be a JSON record of the export format",
-    "name": "a name's rule beyond its characters (e.g. an org slug of 39 characters at most after trimming)",
-}
-ALLOWED = {
-    "INVALID_INPUT": {"cursor", "pair", "lines", "name"},
-    "INVALID_KEY": {"key"},
-    "INVALID_SCOPE": {"scope"},
-    "INVALID_TTL": {"range"},
-}
+# Rules the schema cannot state, so schema-valid data meets them by chance (docs/KNOWN_ISSUES.md):
+# a key needs a letter or digit in any script (JSON Schema patterns have no \p{L}); a scope may not
+# hold "..", a branch's "//", a trailing "/" or ".", a ".lock" component (no look-ahead); a duration
+# has a range; a cursor is opaque (one the list did not return is refused); the audit filter takes a
+# scope with its key; a lesson cannot be linked to itself; an import line must be a record.
+# Every other rejection of valid data, and every other check's failure, fails the test.
+# The scope, key and duration rules can meet any operation that takes one; INVALID_INPUT only where
+# its rule lives: a made-up cursor, the audit filter's pair, a self-link, an import line.
+ANYWHERE = {"INVALID_KEY", "INVALID_SCOPE", "INVALID_TTL"}
+INVALID_INPUT_AT = {"/v1/audit", "/v1/lesson/link", "/v1/import"}
 
 
-def _only_unexpressible(report: str) -> bool:
-    """True when every failure in ``report`` is a schema-valid request refused with an allowed code."""
-    kinds = set(re.findall(r"- (ST\d+)", report))
+def _only_unexpressible(path: str, report: str) -> bool:
+    """True when every failure in ``report`` is a schema-valid request refused by a rule listed above."""
+    if set(re.findall(r"- (ST\d+)", report)) != {"ST202"}:
+        return False
     codes = set(re.findall(r'"code": ?"([A-Z_]+)"', report))
-    return kinds == {"ST202"} and bool(codes) and codes <= set(ALLOWED)
+    details = re.findall(r'"code": ?"INVALID_INPUT".*?"detail": ?"([^"]*)', report)
+    cursor_only = bool(details) and all(d.startswith("cursor is not a cursor") for d in details)
+    invalid_input_ok = path in INVALID_INPUT_AT or cursor_only
+    return bool(codes) and codes <= ANYWHERE | ({"INVALID_INPUT"} if invalid_input_ok else set())
 
 
 def _env() -> dict[str, str]:
@@ -142,9 +139,12 @@ def test_every_operation_conforms_with_all_checks(served: tuple[str, str], tmp_p
             except BaseException as exc:  # noqa: BLE001 - collected, reported together below
                 text = str(exc)
                 label = f"{op.method.upper()} {op.path} ({mode.value})"
-                (residual if _only_unexpressible(text) else failures)[label] = text[:1500]
+                (residual if _only_unexpressible(op.path, text) else failures)[label] = text[:1500]
+    from schemathesis.checks import CHECKS
+
     report = {
         "operations": len(operations),
+        "checks": len(CHECKS.get_all_names()),
         "examples": examples,
         "failures": len(failures),
         "schema-valid refused by an unexpressible rule": sorted(residual),

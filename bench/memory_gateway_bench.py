@@ -45,6 +45,9 @@ PEER = {
 def _env(audit: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "MEMORY_GATEWAY_"))}
     env["MEMORY_GATEWAY_DIR"] = str(audit)
+    # An installed package has its bytecode compiled at install time; a development environment that
+    # forbids writing it would make every call recompile Cairn's source, which no user pays.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 

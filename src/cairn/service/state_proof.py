@@ -110,7 +110,7 @@ def tombstone_read_back(conn: Connection, tenant_id: str, tombstone_id: int) -> 
 # -- verification ----------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)  # one per lesson of the tenant: keep them small
 class _Span:
     """Versions ``lo..hi`` of a lesson, written by ledger row ``seq``."""
 
@@ -123,7 +123,7 @@ class _Span:
     count: int | None  # legacy lossless import: how many versions it recorded
 
 
-@dataclass
+@dataclass(slots=True)  # one per lesson of the tenant: keep them small
 class _Life:
     """What the ledger says one lesson id holds now."""
 

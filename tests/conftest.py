@@ -30,6 +30,10 @@ from cairn.store.engine import Store, sqlite_url
 from tests.pg_server import PgServer, postgres_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
+# No test starts a daemon on demand unless it asks to (tests/daemon/test_forward.py): a command run by
+# a test that finds no daemon would otherwise leave one behind per test home. Every run_cli and
+# subprocess environment copies this from os.environ.
+os.environ["CAIRN_SERVE_AUTO_START"] = "0"
 BACKENDS = ("sqlite", "postgres")
 PG_TEMPLATE = "cairn_migrated"
 

@@ -46,13 +46,36 @@ def database_url(home: Path, db: str | None = None) -> str:
     return chosen or sqlite_url(home)
 
 
+# The daemon's open service per (home, database URL): in the daemon's process, a forwarded command
+# (cairn.daemon.hosted) that opens the same store gets this warm one (its index, caches and pool).
+_WARM: dict[tuple[str, str], Cairn] = {}
+
+
+def serve_warm(home: Path, url: str, svc: Cairn) -> None:
+    """Called by the daemon: ``open_service`` for this home and database returns ``svc`` from now on."""
+    _WARM[(str(home.resolve()), url)] = svc
+
+
 def open_service(home: Path, settings: Settings | None = None, cwd: Path | None = None, db: str | None = None) -> Cairn:
     from cairn import settings as settings_mod
+
+    ensure_home(home)  # the home holds settings, hook state and the daemon's socket on every database
+    url = database_url(home, db)
+    cfg = settings or settings_mod.load(home, cwd)
+    warm = _WARM.get((str(home.resolve()), url)) if _WARM else None
+    if warm is not None:
+        if cfg == warm.settings:
+            return warm
+        import copy
+
+        # Another repository's .cairn.toml (or environment): the same store and caches, its settings.
+        view = copy.copy(warm)
+        view.settings = cfg
+        return view
     from cairn.service.api import Cairn
     from cairn.store.engine import Store
 
-    ensure_home(home)  # the home holds settings, hook state and the daemon's socket on every database
-    return Cairn(Store(database_url(home, db)), settings or settings_mod.load(home, cwd))
+    return Cairn(Store(url), cfg)
 
 
 TOKEN_ENV = "CAIRN_TOKEN"  # noqa: S105 - the variable's name

@@ -56,6 +56,15 @@ SPECS = (
     Spec("archive_retention_days", ("purge", "archive_retention_days"), int, 1, 36500, "days archived are kept"),
     Spec("sweep_minutes", ("serve", "sweep_minutes"), int, 1, 10080, "minutes between the daemon's sweeps"),
     Spec("audit_minutes", ("serve", "audit_minutes"), int, 1, 10080, "minutes between the daemon's full audit verify"),
+    Spec("auto_start", ("serve", "auto_start"), int, 0, 1, "1: a command that finds no daemon starts one; 0: never"),
+    Spec(
+        "idle_minutes",
+        ("serve", "idle_minutes"),
+        float,
+        0,
+        10080,
+        "minutes a daemon started on demand waits without a request before it exits (0: never)",
+    ),
     Spec("limit_max_lessons", ("limits", "max_lessons"), int, 0, 10**9, "lessons per tenant (0: no limit)"),
     Spec("limit_max_value_bytes", ("limits", "max_value_bytes"), int, 0, 65536, "bytes per value (0: 64 KiB)"),
     Spec("limit_writes_per_minute", ("limits", "writes_per_minute"), int, 0, 10**6, "writes a minute (0: none)"),
@@ -83,6 +92,8 @@ class Settings:
     sweep_minutes: int = 60
     # The full `cairn audit verify` (chain and state) reads every row: daily by default.
     audit_minutes: int = 1440
+    auto_start: int = 1  # read by cairn.daemon.forward without this module (same key and env name)
+    idle_minutes: float = 30.0
     # Per-tenant limits; 0 means none (the single-user default). A team server sets them in its
     # config.toml, and `cairn limits set` overrides them for one tenant.
     limit_max_lessons: int = 0

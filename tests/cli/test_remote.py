@@ -1,8 +1,9 @@
 """The CLI against a remote Cairn (``--url`` + ``CAIRN_TOKEN``) behaves as it does on a local store.
 
-One script of commands runs twice: in process on a local store, and through ``cairn serve``'s HTTP
-API on another. Each pair of envelopes must match once the values that differ by nature (times,
-chain hashes, token secrets) are masked: same data, same refusals with the same codes.
+One script of commands runs three times: in process on a local store, through ``cairn serve``'s HTTP
+API on another, and forwarded whole to a local daemon (``cairn.daemon.forward``) on a third. Each
+triple of envelopes must match once the values that differ by nature (times, chain hashes, token
+secrets) are masked: same data, same refusals with the same codes, same exit codes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from tests.daemon.test_daemon import _env, stop_daemon
+from tests.daemon.test_daemon import _env, start_daemon, stop_daemon
 
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
 HEX = re.compile(r"\b[0-9a-f]{32,64}\b")
@@ -51,14 +52,17 @@ def _free_port() -> int:
 
 
 class Side:
-    """One way of running the CLI: a home, a token, and (remote) the server's URL."""
+    """One way of running the CLI: a home, a token, and (remote) the server's URL; ``forwarded``: the
+    home's local daemon runs the commands (CAIRN_NO_DAEMON unset)."""
 
-    def __init__(self, home: Path, token: str, url: str | None) -> None:
-        self.home, self.token, self.url = home, token, url
+    def __init__(self, home: Path, token: str, url: str | None, forwarded: bool = False) -> None:
+        self.home, self.token, self.url, self.forwarded = home, token, url, forwarded
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         extra = ("--url", self.url) if self.url else ()
-        env = {"CAIRN_TOKEN": self.token, "CAIRN_NO_DAEMON": "1", "CAIRN_ACTOR": "agent-a", **EMBED}
+        env = {"CAIRN_TOKEN": self.token, "CAIRN_ACTOR": "agent-a", **EMBED}
+        if not self.forwarded:
+            env["CAIRN_NO_DAEMON"] = "1"
         return run_cli(self.home, "--json", *extra, *args, stdin=stdin, env=env)
 
     def envelope(self, *args: str, stdin: str | None = None) -> dict[str, Any]:
@@ -66,7 +70,9 @@ class Side:
         assert "Traceback" not in proc.stderr, proc.stderr
         lines = proc.stdout.splitlines()
         assert len(lines) == 1, (args, proc.stdout, proc.stderr)
-        return json.loads(lines[0])
+        envelope = json.loads(lines[0])
+        assert proc.returncode == {"ok": 0, "refused": 1}.get(envelope["status"], 2), (args, proc.returncode)
+        return envelope
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +104,18 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side
         stop_daemon(proc)
 
 
+@pytest.fixture(scope="module")
+def forwarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, subprocess.Popen[str]]]:
+    """A third home whose commands the local daemon runs (socket only, as one started on demand)."""
+    home = tmp_path_factory.mktemp("forwarded")
+    token = json.loads(run_cli(home, "--json", "user", "create", "alice").stdout)["data"]["token"]
+    proc = start_daemon(home)
+    try:
+        yield Side(home, token, None, forwarded=True), proc
+    finally:
+        stop_daemon(proc)
+
+
 SCRIPT: list[tuple[str, ...]] = [
     ("write", "repo::acme/api", "retry-budget", "Cap retries at three; the gateway times out at 30 s.", "--tag", "net"),
     ("write", "repo::acme/api", "retry-budget", "Cap retries at three; the gateway times out at 30 s.", "--tag", "net"),
@@ -109,8 +127,15 @@ SCRIPT: list[tuple[str, ...]] = [
     ("list", "--limit", "1"),
     ("history", "repo::acme/api", "retry-budget"),
     ("diff", "repo::acme/api", "retry-budget", "1", "2"),
-    ("supersede", "global", "lockfile-v2", "Commit lockfiles; CI refuses a drifted one.", "--supersedes", "global",
-     "lockfile"),
+    (
+        "supersede",
+        "global",
+        "lockfile-v2",
+        "Commit lockfiles; CI refuses a drifted one.",
+        "--supersedes",
+        "global",
+        "lockfile",
+    ),
     ("archive", "repo::acme/api", "migrations"),
     ("list", "--archived"),
     ("restore", "repo::acme/api", "migrations"),
@@ -139,17 +164,28 @@ SCRIPT: list[tuple[str, ...]] = [
 ]
 
 
-def test_every_command_answers_the_same_through_the_server(sides: tuple[Side, Side]) -> None:
+def test_every_command_answers_the_same_through_the_server_and_the_daemon(
+    sides: tuple[Side, Side], forwarded: tuple[Side, subprocess.Popen[str]]
+) -> None:
     local, remote = sides
+    daemon_side, daemon = forwarded
     for args in SCRIPT:
-        here, there = local.envelope(*args), remote.envelope(*args)
-        assert here["status"] == there["status"], (args, here, there)
+        here, there, hosted = local.envelope(*args), remote.envelope(*args), daemon_side.envelope(*args)
+        assert here["status"] == there["status"] == hosted["status"], (args, here, there, hosted)
         assert _mask(here) == _mask(there), (args, here, there)
+        assert _mask(here) == _mask(hosted), (args, here, hosted)
+    # The daemon ran the script's commands itself: every command line but context and recall (those
+    # ask it per operation, and with a token run in process), and the ping that found it up.
+    _, out, _ = stop_daemon(daemon)
+    assert f"{len(SCRIPT) - 2 + 1} on the socket" in out, out
     # The script exercised refusals too, not only successes.
     assert remote.envelope("read", "global", "missing")["reason"]["code"] == "NOT_FOUND"
-    assert remote.envelope("write", "global", "again", "Cap retries at two; the gateway now times out at 20 s.")[
-        "reason"
-    ]["code"] == "TOMBSTONED"
+    assert (
+        remote.envelope("write", "global", "again", "Cap retries at two; the gateway now times out at 20 s.")["reason"][
+            "code"
+        ]
+        == "TOMBSTONED"
+    )
 
 
 def test_a_cursor_from_the_server_continues_the_list(sides: tuple[Side, Side]) -> None:

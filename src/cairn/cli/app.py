@@ -60,8 +60,9 @@ def run(argv: list[str], g: Globals, out: Output) -> int:
     from typer._click import exceptions as click
 
     S.g, S.out = g, out
+    S.svc, S.principal = None, None  # a daemon runs many commands: nothing carries over from the last
     try:
-        result = app(argv, standalone_mode=False, prog_name="cairn")
+        result = _command()(argv, standalone_mode=False, prog_name="cairn")
     except click.NoArgsIsHelpError as exc:
         if exc.ctx is not None:
             sys.stdout.write(exc.ctx.get_help() + "\n")
@@ -96,6 +97,17 @@ def completion(
     else:
         sys.stdout.write(script + "\n")  # verbatim: a script, not text for the terminal filter
         S.out.done = True
+
+
+_COMMAND: list[Any] = []
+
+
+def _command() -> Any:
+    """The click command typer builds from ``app``, built once per process: typer rebuilds the whole
+    tree on every call, which a daemon running command after command would pay each time."""
+    if not _COMMAND:
+        _COMMAND.append(typer.main.get_command(app))
+    return _COMMAND[0]
 
 
 def complete(complete_var: str) -> int:
@@ -639,16 +651,32 @@ def serve(
             "$CAIRN_ALLOW_HOSTS: names separated by spaces",
         ),
     ] = None,
+    auto: Annotated[
+        bool,
+        typer.Option(
+            "--auto",
+            hidden=True,
+            help="Started on demand by a command: socket only, exits after serve.idle_minutes without a "
+            "request, and quietly when another daemon already serves the home",
+        ),
+    ] = False,
 ) -> int:
-    """Run the daemon: keeps store, index and model warm for hooks, runs the sweeps, and serves the
-    HTTP API and MCP on loopback (http://127.0.0.1:8321). Ctrl-C stops."""
+    """Run the daemon: keeps store, index and model warm for hooks and every other command, runs the
+    sweeps, and serves the HTTP API and MCP on loopback (http://127.0.0.1:8321). Ctrl-C stops."""
     from cairn.daemon.server import DEFAULT_HTTP_PORT, Daemon
 
     _local_only("cairn serve")
-    where = (host, port or DEFAULT_HTTP_PORT, port is not None) if http else None
+    out = S.out  # its own: the commands it runs for clients (cairn.daemon.hosted) replace S.out
+    where = (host, port or DEFAULT_HTTP_PORT, port is not None) if http and not auto else None
     daemon = Daemon(_home(), db=S.g.db, allow_hosts=allow_host or [])
-    stats = daemon.serve(warm=not no_warm, sweeps=not no_sweep, http=where)
-    S.out.ok(
+    idle = daemon.svc.settings.idle_minutes * 60 if auto else None
+    try:
+        stats = daemon.serve(warm=not no_warm, sweeps=not no_sweep, http=where, idle=idle or None)
+    except CairnError as exc:
+        if auto and "already serves" in exc.message:
+            return 0  # two commands started one at once: the other one serves
+        raise
+    out.ok(
         stats,
         f"cairn serve stopped after {stats['requests']} request(s): "
         f"{stats['socket_requests']} on the socket, {stats['http_requests']} over HTTP",

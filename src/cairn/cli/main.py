@@ -90,6 +90,8 @@ def _verb(rest: list[str]) -> str:
 
 
 VERSION_FLAGS = ("--version", "-V")
+# True in the daemon's process (set by cairn.daemon.hosted): a command it runs is never forwarded again.
+IN_DAEMON = False
 COMPLETE_VAR = "_CAIRN_COMPLETE"  # set by the shell completion script (typer's) when it asks for candidates
 
 
@@ -104,6 +106,44 @@ def main(argv: list[str] | None = None) -> int:
 
         return complete(COMPLETE_VAR)  # the shell passes the words in its own variables, not argv
     g, rest = split_globals(argv)
+    start_daemon = False
+    if not IN_DAEMON and not g.error and not (rest[:1] and rest[0] in VERSION_FLAGS):
+        forwarded, start_daemon = _forward(argv, g)
+        if forwarded is not None:
+            return forwarded
+    code = _main(rest, g)
+    if start_daemon:  # after the command: a fresh home's first command creates the store itself
+        from cairn.daemon import forward
+
+        forward.start(_home_of(g), _db_of(g))
+    return code
+
+
+def _home_of(g: Globals) -> str:
+    from cairn.client import resolve_home
+
+    return resolve_home(g.home)
+
+
+def _db_of(g: Globals) -> str | None:
+    return (g.db or "").strip() or os.environ.get("CAIRN_DATABASE_URL", "").strip() or None
+
+
+def _forward(argv: list[str], g: Globals) -> tuple[int | None, bool]:
+    """The exit code of the command as the local daemon ran it (None: run it here), and whether to
+    start a daemon afterwards (none was listening). See ``cairn.daemon.forward``."""
+    from cairn.daemon import forward
+
+    if not forward.forwardable(g.verb, g.url):
+        return None, False
+    try:
+        return forward.run(argv, _home_of(g), _db_of(g)), False
+    except forward.Absent as absent:
+        return None, not absent.listening
+
+
+def _main(rest: list[str], g: Globals) -> int:
+    """The command, in this process."""
     from cairn.cli import output
     from cairn.errors import CairnError
 

@@ -72,3 +72,19 @@ def read_message(sock: Any) -> bytes:
         if size > MAX_MESSAGE:
             raise ValueError("message too large")
     return b"".join(chunks)
+
+
+# A whole command line forwarded to the daemon (``cairn.daemon.forward``): argv, environment, cwd,
+# umask and the caller's stdin/stdout/stderr file descriptors (SCM_RIGHTS), run by the daemon's warm
+# process exactly as ``cairn`` would run it here.
+FORWARD_OP = "cli"
+# Verbs that always run in the caller's process: the daemon itself and long-lived servers, the peer
+# tool's command line, the host hooks and the hot paths that already ask the daemon per operation
+# (``context``/``recall`` through ``cairn.client``), and doctor (it inspects this machine as the
+# caller sees it, the daemon included).
+LOCAL_VERBS = frozenset(
+    {"serve", "mcp", "memory-gateway", "hook", "install", "context", "recall", "doctor", "--version", "-V"}
+)
+# Environment that names what the daemon itself serves: a caller whose value differs (another
+# embedding model, a pinned clock) is not served by it and runs in its own process.
+IDENTITY_ENV = ("CAIRN_EMBED_MODEL", "CAIRN_FAKE_NOW", "CAIRN_DATABASE_URL")

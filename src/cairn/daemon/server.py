@@ -30,13 +30,16 @@ from typing import Any
 
 from cairn.core.principal import local_principal
 from cairn.daemon import ops, protocol
+from cairn.daemon.hosted import CliHost
+from cairn.daemon.hosted import refusal as hosted_refusal
 from cairn.errors import CairnError
-from cairn.local import ensure_home, open_service
+from cairn.local import database_url, ensure_home, open_service, serve_warm
 
 SWEEP_ACTOR = "cairn-serve"
 DRAIN_EVERY = float(os.environ.get("CAIRN_DRAIN_SECONDS") or 10)  # between looks at the embedding queue
 # The HTTP API and MCP, on loopback unless --host says otherwise; CAIRN_HTTP_PORT moves the default.
 DEFAULT_HTTP_PORT = int(os.environ.get("CAIRN_HTTP_PORT") or 8321)
+LOCK_NAME = "cairn.lock"  # flock()ed by the running daemon: one per home
 READ_TIMEOUT = 30.0  # seconds a connection may take to send its request (clients send at once)
 
 
@@ -65,12 +68,20 @@ class Daemon:
         self.svc.store.ensure_schema()  # before any thread: migrations run once, here
         self.started = time.time()
         self.stopping = threading.Event()
-        self.log = log or (lambda msg: sys.stderr.write(f"cairn serve: {msg}\n"))
+        # The stream captured now: a forwarded command swaps sys.stderr for its caller's, and the
+        # daemon's own log lines (any thread) must never land there.
+        err = sys.stderr
+        self.log = log or (lambda msg: _write(err, f"cairn serve: {msg}\n"))
         # Answered requests, on the socket (hooks, context, recall) and over HTTP (API, MCP, dashboard);
         # handler threads of both count, so under a lock.
         self.counts = {"socket": 0, "http": 0}
         self._count_lock = threading.Lock()
         self.sweeps = True
+        self.cli = CliHost()
+        self.last_active = time.monotonic()  # the idle exit counts from here
+        # Forwarded commands (cairn.daemon.hosted) open the store through cairn.local.open_service:
+        # they get this warm service instead of a cold one.
+        serve_warm(self.home, database_url(self.home, self.db), self.svc)
 
     # -- requests ---------------------------------------------------------------------------
     def handle(self, raw: bytes) -> dict[str, Any]:
@@ -107,6 +118,38 @@ class Daemon:
     def count(self, channel: str) -> None:
         with self._count_lock:
             self.counts[channel] += 1
+            self.last_active = time.monotonic()
+
+    def forward(self, raw: bytes, fds: list[int], send: Any) -> None:
+        """A whole command line (``protocol.FORWARD_OP``): "started", then its exit code; or why not."""
+        try:
+            message = protocol.decode(raw)
+        except CairnError as exc:
+            send(_error(exc))
+            return
+        params = message.get("params")
+        if message.get("v") != protocol.PROTOCOL or not isinstance(params, dict):
+            send({"ok": False, "other": True})
+            return
+        if (message.get("db") or None) != self.db:
+            send({"ok": False, "other_db": True})
+            return
+        if len(fds) not in (2, 3):
+            send(hosted_refusal("a forwarded command sends its stdout and stderr (and stdin) descriptors"))
+            return
+        why = self.cli.acceptable(params)
+        if why == "other":
+            send({"ok": False, "other": True})
+            return
+        if why is not None:
+            send(hosted_refusal(why))
+            return
+        code = self.cli.run(params, fds, lambda: send({"ok": True, "started": True}))
+        self.count("socket")
+        if code is None:
+            send({"ok": False, "busy": True})
+        else:
+            send({"ok": True, "exit": code})
 
     @property
     def requests(self) -> int:
@@ -186,10 +229,39 @@ class Daemon:
         background: bool = True,
         sweeps: bool = True,
         http: tuple[str, int, bool] | None = None,
+        idle: float | None = None,
     ) -> dict[str, Any]:
-        """Serve until SIGTERM/SIGINT. ``http`` is (host, port, required): a port the user chose must
+        """Serve until SIGTERM/SIGINT, or until ``idle`` seconds pass without a request (the daemon a
+        command started on demand). ``http`` is (host, port, required): a port the user chose must
         listen or the daemon does not start; the default port, when taken (another home's daemon),
         is skipped with a note and the socket still serves hooks."""
+        # One daemon per home: held for the daemon's life, so two started at once (two commands that
+        # both found none) cannot both get past here, whatever the socket's state.
+        lock = self._lock_home()
+        try:
+            return self._serve(warm, background, sweeps, http, idle)
+        finally:
+            os.close(lock)
+
+    def _lock_home(self) -> int:
+        import fcntl
+
+        fd = os.open(self.home / LOCK_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise CairnError("SETUP", f"a Cairn daemon already serves {self.home}") from None
+        return fd
+
+    def _serve(
+        self,
+        warm: bool,
+        background: bool,
+        sweeps: bool,
+        http: tuple[str, int, bool] | None,
+        idle: float | None,
+    ) -> dict[str, Any]:
         path = Path(protocol.socket_path(self.home))
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         for directory in {self.home, path.parent}:
@@ -214,19 +286,33 @@ class Daemon:
                 # closed before the client has written makes the client's write fail (EPIPE), and it
                 # never reads the refusal. The timeout bounds a peer that connects and never writes.
                 sock.settimeout(READ_TIMEOUT)
+                fds: list[int] = []
                 try:
-                    raw = protocol.read_message(sock)
+                    raw, fds = _read_with_fds(sock)
+                    if uid is not None and uid != os.getuid():
+                        answer = _error(CairnError("FORBIDDEN", "not the daemon's owner"))
+                    elif raw and fds:
+                        sock.settimeout(None)
+
+                        def send(answer: dict[str, Any]) -> None:
+                            with contextlib.suppress(OSError):
+                                sock.sendall(protocol.encode(answer))
+
+                        daemon.forward(raw, fds, send)
+                        return
+                    elif raw:
+                        answer = daemon.handle(raw)
+                        daemon.count("socket")
+                    else:
+                        return
+                    with contextlib.suppress(OSError):
+                        sock.sendall(protocol.encode(answer))
                 except (OSError, ValueError):
                     return
-                if uid is not None and uid != os.getuid():
-                    answer = _error(CairnError("FORBIDDEN", "not the daemon's owner"))
-                elif raw:
-                    answer = daemon.handle(raw)
-                    daemon.count("socket")
-                else:
-                    return
-                with contextlib.suppress(OSError):
-                    sock.sendall(protocol.encode(answer))
+                finally:
+                    for fd in fds:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
@@ -267,6 +353,8 @@ class Daemon:
             threading.Thread(target=self._warm_quietly, daemon=True).start()
         if background:
             threading.Thread(target=self._background, daemon=True).start()
+        if idle:
+            threading.Thread(target=self._idle_watch, args=(idle, stop), daemon=True).start()
         try:
             server.serve_forever(poll_interval=0.5)
         finally:
@@ -284,6 +372,14 @@ class Daemon:
             "http_requests": self.counts["http"],
             "seconds": round(time.time() - self.started, 1),
         }
+
+    def _idle_watch(self, idle: float, stop: Any) -> None:
+        """Stop once ``idle`` seconds pass with no request and no forwarded command running."""
+        while not self.stopping.wait(max(0.2, min(5.0, idle / 4))):
+            if self.cli.running == 0 and time.monotonic() - self.last_active >= idle:
+                self.log(f"no request for {idle:g}s; stopping")
+                stop(signal.SIGTERM, None)
+                return
 
     def _start_http(self, host: str, port: int) -> Any:
         """The HTTP API and MCP endpoint on ``host:port``, sharing this process's warm service."""
@@ -326,6 +422,26 @@ class Daemon:
             self.warm()
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only means a slower first request
             self.log(f"warm-up failed: {type(exc).__name__}")
+
+
+def _write(stream: Any, text: str) -> None:
+    with contextlib.suppress(Exception):  # a closed log stream must not stop the daemon
+        stream.write(text)
+        stream.flush()
+
+
+def _read_with_fds(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """One request and the descriptors sent with it (a forwarded command sends its stdio)."""
+    data, fds, _flags, _addr = socket.recv_fds(sock, 65536, 3)
+    if data and not data.endswith(b"\n") and len(data) <= protocol.MAX_MESSAGE:
+        try:
+            data += protocol.read_message(sock)
+        except (OSError, ValueError):
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
+    return data, list(fds)
 
 
 def _error(exc: CairnError) -> dict[str, Any]:

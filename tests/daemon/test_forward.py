@@ -1,0 +1,133 @@
+"""Every command through the local daemon (``cairn.daemon.forward``), and the daemon started on demand.
+
+What must hold: a forwarded command prints what the same command prints in its own process (stdout,
+stderr, exit code), reads the caller's stdin and writes files relative to the caller's directory
+with the caller's umask; a command that finds no daemon starts one, which exits by itself when idle;
+``CAIRN_NO_DAEMON=1`` and ``serve.auto_start = 0`` start nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+from cairn.client import ask_daemon
+from cairn.daemon import forward
+from cairn.settings import SPECS
+from tests.conftest import run_cli
+from tests.daemon.test_daemon import PING, start_daemon, stop_daemon
+
+EMBED = {"CAIRN_EMBED_MODEL": "hash-test-64"}
+IN_PROCESS = {**EMBED, "CAIRN_NO_DAEMON": "1"}
+FORWARD = {**EMBED, "CAIRN_NO_DAEMON": ""}  # the suite's environment may carry it; empty is off
+
+
+def test_the_client_reads_the_settings_keys_the_settings_define() -> None:
+    spec = next(s for s in SPECS if s.name == "auto_start")
+    assert (spec.env, spec.path) == (forward.AUTO_START_ENV, forward.AUTO_START_KEY)
+
+
+def _same(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` in process and forwarded; both must print the same and exit the same."""
+    here = run_cli(home, *args, stdin=stdin, env=IN_PROCESS)
+    there = run_cli(home, *args, stdin=stdin, env=FORWARD)
+    assert (there.returncode, there.stdout, there.stderr) == (here.returncode, here.stdout, here.stderr), args
+    return there
+
+
+def test_a_forwarded_command_prints_what_it_prints_in_process(cairn_home: Path) -> None:
+    daemon = start_daemon(cairn_home)
+    try:
+        piped = run_cli(cairn_home, "write", "global", "piped", "-", stdin="from the caller's stdin\n", env=FORWARD)
+        assert piped.returncode == 0, piped.stderr
+        assert (
+            run_cli(cairn_home, "write", "repo::acme/api", "retry", "Cap retries at three.", env=FORWARD).returncode
+            == 0
+        )
+        assert "from the caller's stdin" in _same(cairn_home, "read", "global", "piped").stdout
+        _same(cairn_home, "list")
+        _same(cairn_home, "search", "retries", "--mode", "fts")
+        missing = _same(cairn_home, "read", "global", "missing")  # refused: stderr and exit 1
+        assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+        usage = _same(cairn_home, "write", "global")  # a usage error, from the command parser
+        assert usage.returncode == 1 and "INVALID_INPUT" in usage.stderr
+        assert "Usage: cairn write" in _same(cairn_home, "write", "--help").stdout
+        # A relative path is the caller's, and the file is created with the caller's umask.
+        work = cairn_home / "work"
+        work.mkdir()
+        for env, name in ((IN_PROCESS, "here.jsonl"), (FORWARD, "there.jsonl")):
+            proc = subprocess.run(
+                ["sh", "-c", f'umask 077 && exec "$0" -m cairn.cli.main export {name}', _python()],
+                cwd=work, capture_output=True, text=True, env={**os.environ, "CAIRN_HOME": str(cairn_home), **env},
+                timeout=120,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+        there, here = ((work / n).read_text().splitlines() for n in ("there.jsonl", "here.jsonl"))
+        assert len(there) == len(here) > 2 and there[1:] == here[1:]  # the header line holds the export's time
+        assert stat.S_IMODE((work / "there.jsonl").stat().st_mode) == 0o600
+    finally:
+        _, summary, _ = stop_daemon(daemon)
+    forwarded = 1 + 2 + 6 + 1  # the ping that found it up, the two writes, the forwarded half of each _same, export
+    assert f"{forwarded} on the socket" in summary, summary
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def _kill(home: Path) -> None:
+    """Never leave a daemon started on demand behind a test."""
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int((home / "cairn.pid").read_text()), signal.SIGTERM)
+
+
+def test_a_command_starts_a_daemon_that_serves_the_next_and_exits_when_idle(cairn_home: Path) -> None:
+    env = {**FORWARD, "CAIRN_SERVE_AUTO_START": "1", "CAIRN_SERVE_IDLE_MINUTES": "0.05"}  # 3 s idle
+    try:
+        assert run_cli(cairn_home, "write", "global", "first", "written before any daemon ran", env=env).returncode == 0
+        deadline = time.monotonic() + 90
+        while ask_daemon(cairn_home, PING) is None:
+            assert time.monotonic() < deadline, (cairn_home / forward.LOG_NAME).read_text()
+            time.sleep(0.2)
+        pid = int((cairn_home / "cairn.pid").read_text())
+        read = run_cli(cairn_home, "read", "global", "first", env=env)
+        assert read.returncode == 0 and "written before any daemon ran" in read.stdout
+        while _alive(pid):  # idle: it stops by itself
+            assert time.monotonic() < deadline + 60, "the daemon started on demand did not exit when idle"
+            time.sleep(0.3)
+        log = (cairn_home / forward.LOG_NAME).read_text()
+        assert "no request for 3s; stopping" in log, log
+        assert "2 on the socket" in log, log  # the ping and the read (the first command ran in process)
+        assert not (cairn_home / "cairn.sock").exists()
+    finally:
+        _kill(cairn_home)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # not our child (it was started detached); reaped by init
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_no_daemon_and_the_config_switch_start_nothing(cairn_home: Path) -> None:
+    on = {**FORWARD, "CAIRN_SERVE_AUTO_START": "1"}
+    try:
+        assert run_cli(cairn_home, "list", env={**on, "CAIRN_NO_DAEMON": "1"}).returncode == 0
+        assert not (cairn_home / forward.SPAWN_MARK).exists()
+        (cairn_home / "config.toml").write_text("[serve]\nauto_start = 0\n")
+        assert run_cli(cairn_home, "list", env={**on, "CAIRN_SERVE_AUTO_START": ""}).returncode == 0
+        assert not (cairn_home / forward.SPAWN_MARK).exists()
+        assert run_cli(cairn_home, "config", "show", env=IN_PROCESS).returncode == 0  # a known key
+    finally:
+        _kill(cairn_home)

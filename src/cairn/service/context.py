@@ -18,9 +18,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
@@ -31,11 +30,15 @@ from cairn.core.scope import ladder
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service import indexing
-from cairn.service.rank_index import RankIndex
 from cairn.settings import Settings
 from cairn.store import search_index as ix
 from cairn.store.engine import Store
 from cairn.store.schema import lessons
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cairn.service.rank_index import RankIndex
 
 MAX_TERMS = 16  # branch and task words weighed for lexical relevance
 TERM_CACHE = 64  # terms whose full-text matches are kept between changes
@@ -72,6 +75,8 @@ class ContextOps:
         default 64), least recently used first out. An evicted tenant's next context reloads its
         index from the store (about a second per 100,000 lessons) and is as correct as before.
         """
+        from cairn.service.rank_index import RankIndex
+
         cache: OrderedDict[str, RankIndex] = self.__dict__.setdefault("_rank_indexes", OrderedDict())
         lock: threading.Lock = self.__dict__.setdefault("_rank_lock", threading.Lock())
         with lock:
@@ -97,6 +102,8 @@ class ContextOps:
     ) -> dict[str, Any]:
         """The block for one working context. ``settings`` carries a repository's ``.cairn.toml``
         when the caller (the daemon) serves several repositories; flags override both."""
+        import numpy as np
+
         principal.require(READ)
         base: Settings = settings or self.settings  # type: ignore[attr-defined]
         cfg = base.with_overrides(max_chars=max_chars, loop_cap=loop_cap)
@@ -184,6 +191,8 @@ def _eligible(idx: RankIndex, visible: list[str], now_ts: float) -> tuple[np.nda
     Eligible: in a visible rung, not expired, and not shadowed by an active lesson with the same key
     on a narrower rung. Memoized per index version and ladder until the next expiry in it passes.
     """
+    import numpy as np
+
     memo_key = tuple(visible)
     hit = idx.memo.get(memo_key)
     if hit is not None and now_ts < hit[0]:
@@ -232,6 +241,8 @@ def _relevance(
     vector (in memory), then exact cosine for the nearest ``SEMANTIC_DEPTH``, mapped from
     [COSINE_FLOOR, COSINE_CEILING] to [0, 1]; farther lessons are at 0 semantically.
     """
+    import numpy as np
+
     from cairn.service.search import _cosines
 
     ids = arrays.ids[pos]
@@ -260,6 +271,8 @@ def _relevance(
 
 def _locate(ids: np.ndarray, order: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions in ``ids`` (sorted by ``order``) of each of ``keys``, and which keys are there at all."""
+    import numpy as np
+
     slot = np.minimum(np.searchsorted(ids, keys, sorter=order), len(ids) - 1)
     return order[slot], ids[order[slot]] == keys
 
@@ -279,6 +292,8 @@ def _lexical(
     ranking index clears it): every session start on one branch asks for the same terms, and a
     common word's doclist is ~70,000 rows at a million lessons (~60 ms to read).
     """
+    import numpy as np
+
     score = np.zeros(len(ids), dtype=np.float64)
     n = len(ids)
     total = 0.0
@@ -314,6 +329,8 @@ def _top_set(scores: np.ndarray, bucket: np.ndarray, human: np.ndarray, loop_cap
     best ``loop_cap`` (the cap would drop the rest anyway), so a bucket of 50,000 bot notes costs
     the same as one of five.
     """
+    import numpy as np
+
     k = top_set_size(max_chars)
     free = np.nonzero((bucket < 0) | human)[0]
     if len(free) > k:

@@ -88,6 +88,19 @@ def normalize_url(url: str) -> str:
     return f"postgresql+psycopg://{netloc}{slash}{tail}"
 
 
+def _sqlite_vec_path() -> str:
+    """The sqlite-vec extension's file, found without importing the ``sqlite_vec`` package: its
+    ``__init__`` imports numpy (for helpers we do not use), which a command that never touches a
+    vector should not pay for. Same path as ``sqlite_vec.loadable_path()``."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.origin:
+        raise CairnError("SETUP", "the sqlite-vec package is not installed (run: make setup)")
+    return os.path.join(os.path.dirname(spec.origin), "vec0")
+
+
 class Store:
     """One database behind the store contract; the service is its only caller."""
 
@@ -122,10 +135,8 @@ class Store:
                 cur.close()
                 # sqlite-vec backs the vector index; every connection may touch it (writes drop
                 # vectors of lessons that leave the active set), so every connection loads it.
-                import sqlite_vec
-
                 dbapi_conn.enable_load_extension(True)
-                sqlite_vec.load(dbapi_conn)
+                dbapi_conn.load_extension(_sqlite_vec_path())
                 dbapi_conn.enable_load_extension(False)
 
             @event.listens_for(engine, "begin")

@@ -685,6 +685,45 @@ def serve(
 
 
 @app.command()
+def status() -> None:
+    """The store (active lessons), the local daemon (pid, uptime, idle exit) and the embedding queue."""
+    from cairn.client import ask_daemon
+    from cairn.daemon import forward, protocol
+    from cairn.store.engine import redact_url
+
+    _local_only("cairn status")
+    service, p = svc()
+    home = _home()
+    data: dict[str, Any] = {"home": str(home), "database": redact_url(service.store.url), **service.status(p)}
+    answer = ask_daemon(home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}})
+    if answer is not None and answer.get("ok"):
+        d = answer["data"]
+        data["daemon"] = {k: d.get(k) for k in ("pid", "uptime_seconds", "idle_exit_minutes", "requests")}
+        idle = d.get("idle_exit_minutes")
+        daemon_line = f"running · pid {d.get('pid')} · up {_duration(d.get('uptime_seconds') or 0)} · " + (
+            f"exits after {idle:g} idle minute(s)" if idle else "runs until stopped"
+        )
+    else:
+        data["daemon"] = None
+        starts = forward.enabled() and forward.auto_start_allowed(str(home))
+        daemon_line = "not running; " + ("the next command starts one" if starts else "commands run in process")
+    text = "\n".join(
+        [
+            f"store    {data['database']} · {data['active_lessons']} active lesson(s)",
+            f"daemon   {daemon_line}",
+            f"queue    {data['pending_embeddings']} lesson(s) waiting for an embedding ({data['embedding_model']})",
+        ]
+    )
+    S.out.ok(data, text)
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+@app.command()
 def doctor() -> None:
     """Check this machine's Cairn: store, schema, daemon, model, installed hooks, git detection; says
     what to do about each problem. Exit 0 healthy, 1 when a problem was found."""

@@ -79,6 +79,7 @@ class Daemon:
         self.sweeps = True
         self.cli = CliHost()
         self.last_active = time.monotonic()  # the idle exit counts from here
+        self.idle: float | None = None  # seconds without a request before it stops (started on demand)
         # Forwarded commands (cairn.daemon.hosted) open the store through cairn.local.open_service:
         # they get this warm service instead of a cold one.
         serve_warm(self.home, database_url(self.home, self.db), self.svc)
@@ -106,6 +107,8 @@ class Daemon:
             )
             self.svc.ensure_tenant(principal)
             data = ops.run(self.svc, principal, self.home, op, params)
+            if op == "ping":  # what `cairn status` shows about the daemon
+                data.update(self.describe())
         except CairnError as exc:
             return _error(exc)
         except Exception as exc:  # noqa: BLE001 - one bad request must not take the daemon down
@@ -114,6 +117,13 @@ class Daemon:
                 raise
             return _error(CairnError("INTERNAL", f"unexpected {type(exc).__name__} in the daemon"))
         return {"ok": True, "data": data}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "uptime_seconds": round(time.time() - self.started, 1),
+            "idle_exit_minutes": self.idle / 60 if self.idle else None,
+            "requests": self.requests,
+        }
 
     def count(self, channel: str) -> None:
         with self._count_lock:
@@ -238,6 +248,7 @@ class Daemon:
         # One daemon per home: held for the daemon's life, so two started at once (two commands that
         # both found none) cannot both get past here, whatever the socket's state.
         lock = self._lock_home()
+        self.idle = idle
         try:
             return self._serve(warm, background, sweeps, http, idle)
         finally:

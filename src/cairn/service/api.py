@@ -21,6 +21,7 @@ from cairn.service.lifecycle import LifecycleOps
 from cairn.service.purge import PurgeOps
 from cairn.service.scopes import ScopeOps
 from cairn.service.search import SearchOps
+from cairn.service.status import StatusOps
 from cairn.service.tombstones import ForgetOps
 from cairn.service.transfer import TransferOps
 from cairn.settings import Settings
@@ -40,6 +41,7 @@ class Cairn(
     LedgerOps,
     TransferOps,
     SearchOps,
+    StatusOps,
 ):
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store

@@ -9,6 +9,7 @@ with the caller's umask; a command that finds no daemon starts one, which exits 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import stat
@@ -70,9 +71,14 @@ def test_a_forwarded_command_prints_what_it_prints_in_process(cairn_home: Path) 
         there, here = ((work / n).read_text().splitlines() for n in ("there.jsonl", "here.jsonl"))
         assert len(there) == len(here) > 2 and there[1:] == here[1:]  # the header line holds the export's time
         assert stat.S_IMODE((work / "there.jsonl").stat().st_mode) == 0o600
+        # cairn status (forwarded itself) names the daemon that runs it.
+        shown = json.loads(run_cli(cairn_home, "--json", "status", env=FORWARD).stdout)["data"]
+        assert shown["daemon"]["pid"] == daemon.pid and shown["daemon"]["idle_exit_minutes"] is None
+        assert shown["active_lessons"] == 2
     finally:
         _, summary, _ = stop_daemon(daemon)
-    forwarded = 1 + 2 + 6 + 1  # the ping that found it up, the two writes, the forwarded half of each _same, export
+    # the ping that found it up, the two writes, the forwarded half of each _same, export, status and its ping
+    forwarded = 1 + 2 + 6 + 1 + 2
     assert f"{forwarded} on the socket" in summary, summary
 
 
@@ -125,6 +131,8 @@ def test_no_daemon_and_the_config_switch_start_nothing(cairn_home: Path) -> None
     try:
         assert run_cli(cairn_home, "list", env={**on, "CAIRN_NO_DAEMON": "1"}).returncode == 0
         assert not (cairn_home / forward.SPAWN_MARK).exists()
+        shown = json.loads(run_cli(cairn_home, "--json", "status", env=IN_PROCESS).stdout)["data"]
+        assert shown["daemon"] is None and shown["active_lessons"] == 0
         (cairn_home / "config.toml").write_text("[serve]\nauto_start = 0\n")
         assert run_cli(cairn_home, "list", env={**on, "CAIRN_SERVE_AUTO_START": ""}).returncode == 0
         assert not (cairn_home / forward.SPAWN_MARK).exists()

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(ROOT))  # tests.pg_server
+sys.path.insert(0, str(ROOT))  # tests.pg_server (first: a dependency, confusables, installs a top-level "tests")
 import cairn  # noqa: E402,F401  (first: the bench modules below put ROOT/src on sys.path)
 
 sys.path.insert(0, str(ROOT / "bench"))

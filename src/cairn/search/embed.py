@@ -13,14 +13,10 @@ Environment:
 
 * ``CAIRN_EMBED_MODEL`` -- ``all-MiniLM-L6-v2-int8`` (default) or ``hash-test-64``, a tiny deterministic
   hashing embedder for tests that need a second model (e.g. "a model change re-embeds").
-* ``CAIRN_EMBED_THREADS`` -- how many batches run at once (default ``min(2, cpu_count)``).
+* ``CAIRN_EMBED_THREADS`` -- onnxruntime intra-op threads (default ``min(2, cpu_count)``).
 
-Threads: the session computes each batch on one thread (``intra_op_num_threads = 1``) and a call with
-several batches runs up to ``CAIRN_EMBED_THREADS`` of them side by side (onnxruntime releases the GIL
-and its sessions take concurrent ``run`` calls). Splitting every matrix product of one batch across
-two threads instead (intra-op parallelism) synchronizes the threads once per operator, some two hundred
-times per batch; whole batches side by side never wait for each other (bench/README.md has the figures).
-One text (a query) runs on one thread.
+Memory: batches of long texts get fewer rows (:func:`_batches`) and onnxruntime's CPU arena is off, so
+a process that embedded long lessons does not keep the peak of that run for its whole life.
 """
 
 from __future__ import annotations
@@ -35,8 +31,6 @@ from typing import TYPE_CHECKING
 from cairn.errors import CairnError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from concurrent.futures import ThreadPoolExecutor
-
     import numpy as np
     import onnxruntime
     import tokenizers
@@ -118,15 +112,10 @@ class MiniLMEmbedder(Embedder):
     dim = DIM
     max_tokens = MAX_TOKENS
 
-    def __init__(
-        self, session: onnxruntime.InferenceSession, tokenizer: tokenizers.Tokenizer, workers: int = 1
-    ) -> None:
+    def __init__(self, session: onnxruntime.InferenceSession, tokenizer: tokenizers.Tokenizer) -> None:
         self._session = session
         self._tokenizer = tokenizer
         self._input_names = {i.name for i in session.get_inputs()}
-        self._workers = max(1, workers)
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
 
     def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         import numpy as np
@@ -141,7 +130,7 @@ class MiniLMEmbedder(Embedder):
         order = np.argsort(-lengths, kind="stable")
         batches = _batches(order, lengths, batch_size)
 
-        def run(idx: np.ndarray) -> None:
+        for idx in batches:
             width = int(lengths[idx].max())
             input_ids = np.zeros((len(idx), width), dtype=np.int64)  # [PAD] is id 0
             attention = np.zeros((len(idx), width), dtype=np.int64)
@@ -153,23 +142,8 @@ class MiniLMEmbedder(Embedder):
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(input_ids)
             (hidden,) = self._session.run(["last_hidden_state"], feeds)
-            out[idx] = _mean_pool_normalize(hidden, attention)  # rows no other batch writes
-
-        if self._workers > 1 and len(batches) > 1:
-            list(self._executor().map(run, batches))  # list(): re-raises a batch's exception here
-        else:
-            for idx in batches:
-                run(idx)
+            out[idx] = _mean_pool_normalize(hidden, attention)
         return out
-
-    def _executor(self) -> ThreadPoolExecutor:
-        """The batch workers, started on the first call with more than one batch (a query never needs them)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="cairn-embed")
-            return self._pool
 
 
 #: Attention holds batch x heads x width² scores, several copies of them, while a batch runs: a batch of
@@ -324,12 +298,12 @@ def _load_minilm() -> MiniLMEmbedder:
         import onnxruntime as ort
     except ImportError as exc:
         raise CairnError("SETUP", "onnxruntime is not installed", {"error": str(exc)}) from exc
-    workers = _threads()
+    threads = _threads()
     model_path = _model_file()
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1  # parallel across batches, not inside one (module docstring)
-    # Should intra-op threads come back: busy-waiting workers make a shared 2-core machine (hooks,
-    # tests, a daemon) crawl; blocking costs a few percent when the machine is idle.
+    options.intra_op_num_threads = threads
+    # Busy-waiting worker threads make a shared 2-core machine (hooks, tests, a daemon) crawl;
+    # blocking costs a few percent when the machine is idle.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.inter_op_num_threads = 1
     # onnxruntime's CPU arena keeps the peak of every run, rounded up to a power of two, for the life of
@@ -342,7 +316,7 @@ def _load_minilm() -> MiniLMEmbedder:
         session = ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own exception types
         raise CairnError("SETUP", f"cannot load the embedding model {model_path}", {"error": str(exc)}) from exc
-    return MiniLMEmbedder(session, _load_tokenizer(), workers)
+    return MiniLMEmbedder(session, _load_tokenizer())
 
 
 # ---------------------------------------------------------------------------------------------- storage

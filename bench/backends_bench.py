@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT))  # tests.pg_server
+sys.path.insert(0, str(ROOT))  # tests.pg_server (first: confusables installs a top-level "tests" package)
 # cairn first: context_gen and search_bench put ROOT/src at the front of sys.path when imported, and a
 # package already imported stays where it was found (PYTHONPATH=<worktree>/src runs that copy).
 import cairn  # noqa: E402

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # Test workers: one per core; each file's tests stay on one worker (module fixtures start servers).
 TEST_JOBS ?= auto
 
-.PHONY: setup lock run demo test lint screenshots bench bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
+.PHONY: setup lock run demo test lint screenshots bench bench-daemon bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
 
 # The exact, hashed set from the lock, then Cairn itself on top without resolving anything again.
 $(STAMP): pyproject.toml requirements-dev.lock
@@ -47,7 +47,7 @@ lint: setup
 
 ## make bench: context and recall, end to end (daemon warm and cold) and in process, 6 to 1,000,000
 ## lessons; prints a table, writes bench/out/context.json and a PNG plot. Stores are cached.
-bench: bench-context
+bench: bench-daemon bench-context
 
 bench-all: bench-store bench-embed bench-search bench-context bench-backends
 
@@ -63,6 +63,11 @@ bench-backends: setup
 ## context bench's cached store: make bench first).
 bench-api: setup
 	$(BIN)/python bench/api_bench.py $(BENCH_ARGS)
+
+## make bench-daemon: every command end to end with and without the daemon, against the targets
+## (BENCH_ARGS="--store PATH" copies an existing store, e.g. a 60,000-lesson one; default: 2,000 generated)
+bench-daemon: setup
+	$(BIN)/python bench/daemon_bench.py $(BENCH_ARGS)
 
 bench-store: setup
 	$(BIN)/python bench/store_bench.py

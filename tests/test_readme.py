@@ -148,6 +148,8 @@ def test_the_readme_commands_run_in_order_on_a_fresh_home(tmp_path: Path) -> Non
         CAIRN_HOME=str(home),
         HOME=str(user),
         CAIRN_EMBED_MODEL="hash-test-64",
+        # No daemon started on demand: it would outlive the test (the blocks' own `cairn serve` is stopped).
+        CAIRN_SERVE_AUTO_START="0",
     )
     proc = subprocess.run(
         ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL

@@ -139,3 +139,23 @@ def test_no_daemon_and_the_config_switch_start_nothing(cairn_home: Path) -> None
         assert run_cli(cairn_home, "config", "show", env=IN_PROCESS).returncode == 0  # a known key
     finally:
         _kill(cairn_home)
+
+
+def test_cairn_serve_takes_over_from_a_daemon_started_on_demand(cairn_home: Path) -> None:
+    env = {**FORWARD, "CAIRN_SERVE_AUTO_START": "1"}
+    served = None
+    try:
+        assert run_cli(cairn_home, "list", env=env).returncode == 0
+        deadline = time.monotonic() + 90
+        while (answer := ask_daemon(cairn_home, PING)) is None:
+            assert time.monotonic() < deadline, (cairn_home / forward.LOG_NAME).read_text()
+            time.sleep(0.2)
+        on_demand = answer["data"]["pid"]
+        served = start_daemon(cairn_home)  # the foreground daemon a person starts: not refused
+        assert ask_daemon(cairn_home, PING)["data"]["pid"] == served.pid != on_demand
+        assert not _alive(on_demand)
+        assert "to serve in its place" in stop_daemon(served)[2]
+    finally:
+        if served is not None and served.poll() is None:
+            stop_daemon(served)
+        _kill(cairn_home)

@@ -671,7 +671,7 @@ def serve(
     daemon = Daemon(_home(), db=S.g.db, allow_hosts=allow_host or [])
     idle = daemon.svc.settings.idle_minutes * 60 if auto else None
     try:
-        stats = daemon.serve(warm=not no_warm, sweeps=not no_sweep, http=where, idle=idle or None)
+        stats = daemon.serve(warm=not no_warm, sweeps=not no_sweep, http=where, idle=idle or None, auto=auto)
     except CairnError as exc:
         if auto and "already serves" in exc.message:
             return 0  # two commands started one at once: the other one serves

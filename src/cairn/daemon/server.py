@@ -80,6 +80,7 @@ class Daemon:
         self.cli = CliHost()
         self.last_active = time.monotonic()  # the idle exit counts from here
         self.idle: float | None = None  # seconds without a request before it stops (started on demand)
+        self.auto = False  # started on demand by a command (``cairn serve --auto``)
         # Forwarded commands (cairn.daemon.hosted) open the store through cairn.local.open_service:
         # they get this warm service instead of a cold one.
         serve_warm(self.home, database_url(self.home, self.db), self.svc)
@@ -122,6 +123,7 @@ class Daemon:
         return {
             "uptime_seconds": round(time.time() - self.started, 1),
             "idle_exit_minutes": self.idle / 60 if self.idle else None,
+            "started_on_demand": self.auto,
             "requests": self.requests,
         }
 
@@ -240,6 +242,7 @@ class Daemon:
         sweeps: bool = True,
         http: tuple[str, int, bool] | None = None,
         idle: float | None = None,
+        auto: bool = False,
     ) -> dict[str, Any]:
         """Serve until SIGTERM/SIGINT, or until ``idle`` seconds pass without a request (the daemon a
         command started on demand). ``http`` is (host, port, required): a port the user chose must
@@ -247,12 +250,45 @@ class Daemon:
         is skipped with a note and the socket still serves hooks."""
         # One daemon per home: held for the daemon's life, so two started at once (two commands that
         # both found none) cannot both get past here, whatever the socket's state.
-        lock = self._lock_home()
+        self.auto = auto
+        try:
+            lock = self._lock_home()
+        except CairnError:
+            if auto or not self._stop_daemon_started_on_demand():
+                raise
+            lock = self._lock_home()
         self.idle = idle
         try:
             return self._serve(warm, background, sweeps, http, idle)
         finally:
             os.close(lock)
+
+    def _stop_daemon_started_on_demand(self) -> bool:
+        """``cairn serve`` in the foreground takes the home over from a daemon a command started on
+        demand (socket only, idle exit): it asks that one to stop and waits for its lock."""
+        import fcntl
+
+        from cairn.client import ask_daemon
+
+        answer = ask_daemon(self.home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}}) or {}
+        data = answer.get("data") or {}
+        if not answer.get("ok") or not data.get("started_on_demand") or not isinstance(data.get("pid"), int):
+            return False
+        self.log(f"stopping the daemon started on demand (pid {data['pid']}) to serve in its place")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(data["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            fd = os.open(self.home / LOCK_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                time.sleep(0.1)
+                continue
+            finally:
+                os.close(fd)  # released at once: _lock_home takes it for good
+            return True
+        return False
 
     def _lock_home(self) -> int:
         import fcntl

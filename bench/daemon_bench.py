@@ -1,0 +1,198 @@
+"""Every command through the daemon, end to end, against the targets: ``make bench-daemon``.
+
+One fresh ``cairn`` process per call, as an agent calls them, on a copy of a store (``--store PATH``:
+a Cairn home or its ``cairn.db``, e.g. a 60,000-lesson store another bench built; without it a small
+store is generated here). Each operation is timed with the daemon (``cairn serve --no-http``, what a
+command starts on demand) and without it (``CAIRN_NO_DAEMON=1``), alternating, with the machine's
+1-minute load average next to each figure (the machine is shared: medians, and read the load).
+Prints a table against the targets, writes ``bench/out/daemon.json`` (compared with the previous
+run) and ``bench/out/daemon.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+PY = sys.executable
+TARGET_MS = {"write": 100, "read": 100, "list": 100, "search": 100, "hook session-start": 100}
+PAYLOAD = {"session_id": "SESSION", "hook_event_name": "SessionStart", "source": "startup"}
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def run(home: Path, args: list[str], env: dict[str, str], stdin: str | None = None) -> float:
+    if stdin and "SESSION" in stdin:  # a new agent session per call, as a real session start is
+        stdin = stdin.replace("SESSION", f"bench-{time.time_ns()}")
+    started = time.perf_counter()
+    cmd = [PY, *args] if args[:1] == ["-c"] else [PY, "-m", "cairn.cli.main", *args]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, cwd=home, timeout=600)
+    elapsed = (time.perf_counter() - started) * 1000
+    if proc.returncode != 0:
+        raise SystemExit(f"cairn {' '.join(args)} failed: {proc.stderr.strip()[:300]}")
+    return elapsed
+
+
+def copy_store(src: Path | None, home: Path, size: int) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    if src is None:
+        lines = "\n".join(
+            json.dumps(
+                {"scope": "project::bench", "key": f"k{i}", "value": f"bench lesson {i} about retries and caches"}
+            )
+            for i in range(size)
+        )
+        path = home / "seed.jsonl"
+        path.write_text(lines + "\n")
+        env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_NO_DAEMON": "1"}
+        run(home, ["import", str(path)], env)
+        return
+    db = src / "cairn.db" if src.is_dir() else src
+    import pysqlite3.dbapi2 as sqlite3  # the backup API: a consistent copy even while another process writes
+
+    with sqlite3.connect(str(db)) as source, sqlite3.connect(str(home / "cairn.db")) as target:
+        source.backup(target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--store", type=Path, help="a Cairn home (or cairn.db) to copy; default: generate --size")
+    ap.add_argument("--size", type=int, default=2000, help="lessons generated when no --store is given")
+    ap.add_argument("--runs", type=int, default=9, help="calls per operation and mode")
+    ap.add_argument("--cold-runs", type=int, default=3, help="calls per operation without the daemon")
+    args = ap.parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="cairn-daemon-bench-"))
+    home = work / "home"
+    copy_store(args.store, home, args.size)
+    base = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_SERVE_AUTO_START": "0"}
+    base.pop("CAIRN_NO_DAEMON", None)
+    lessons = json.loads(
+        subprocess.run(
+            [PY, "-m", "cairn.cli.main", "--json", "status"],
+            capture_output=True,
+            text=True,
+            env={**base, "CAIRN_NO_DAEMON": "1"},
+            cwd=home,
+            check=True,
+        ).stdout  # fmt: skip
+    )["data"]["active_lessons"]
+    first = json.loads(
+        subprocess.run(
+            [PY, "-m", "cairn.cli.main", "--json", "list", "--limit", "1"],
+            capture_output=True,
+            text=True,
+            env={**base, "CAIRN_NO_DAEMON": "1"},
+            cwd=home,
+            check=True,
+        ).stdout  # fmt: skip
+    )["data"]["lessons"][0]
+    counter = iter(range(10**9))
+    ops: dict[str, tuple[list[str], str | None]] = {
+        "write": (["write", "project::bench", "KEY", "-"], "a lesson written by the daemon bench"),
+        "read": (["read", first["scope"], first["key"]], None),
+        "list": (["list", "--limit", "20"], None),
+        "search": (["search", "retries and caches", "--limit", "5"], None),
+        "search --mode fts": (["search", "retries", "--mode", "fts", "--limit", "5"], None),
+        "context": (["context", "--repo", "acme/api", "--branch", "main"], None),
+        "hook session-start": (["hook", "session-start", "--host", "claude-code"], json.dumps(PAYLOAD)),
+    }
+    daemon = subprocess.Popen(
+        [PY, "-m", "cairn.cli.main", "serve", "--no-http", "--no-sweep"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base, cwd=home,
+    )  # fmt: skip
+    rows: list[dict[str, object]] = []
+    baseline = [run(home, ["-c", "pass"], base) for _ in range(5)]  # the interpreter's own start
+    try:
+        deadline = time.time() + 600
+        while not (home / "cairn.sock").exists():
+            if time.time() > deadline or daemon.poll() is not None:
+                raise SystemExit("the daemon did not start")
+            time.sleep(0.2)
+        for _name, (argv_, stdin) in ops.items():  # warm: the first call after start loads index/model
+            run(home, [a if a != "KEY" else f"w{next(counter)}" for a in argv_], base, stdin)
+        for name, (argv_, stdin) in ops.items():
+            warm, cold, loads = [], [], []
+            for i in range(max(args.runs, args.cold_runs)):
+                call = [a if a != "KEY" else f"w{next(counter)}" for a in argv_]
+                loads.append(load())
+                if i < args.runs:
+                    warm.append(run(home, call, base, stdin))
+                if i < args.cold_runs:
+                    call = [a if a != "KEY" else f"w{next(counter)}" for a in argv_]
+                    cold.append(run(home, call, {**base, "CAIRN_NO_DAEMON": "1"}, stdin))
+            rows.append(
+                {
+                    "op": name,
+                    "daemon_p50_ms": round(statistics.median(warm), 1),
+                    "no_daemon_p50_ms": round(statistics.median(cold), 1),
+                    "target_ms": TARGET_MS.get(name),
+                    "load": round(statistics.median(loads), 2),
+                }
+            )
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
+    python_ms = round(statistics.median(baseline), 1)
+    result = {
+        "lessons": lessons,
+        "python_c_pass_ms": python_ms,
+        "runs": args.runs,
+        "cold_runs": args.cold_runs,
+        "rows": rows,
+        "at": time.time(),
+    }
+    previous = OUT / "daemon.json"
+    before = {r["op"]: r for r in json.loads(previous.read_text())["rows"]} if previous.exists() else {}
+    print(f"\nEvery command through the daemon, end to end, {lessons:,} lessons (medians; load = 1-min average)\n")
+    print(f"(python -c pass: {python_ms} ms at load {load():.2f})\n")
+    print(f"| operation | daemon p50 | no daemon p50 | target | met | load | vs previous |\n|{'---|' * 7}")
+    for r in rows:
+        target = r["target_ms"]
+        met = "" if target is None else ("yes" if r["daemon_p50_ms"] <= target else "NO")  # type: ignore[operator]
+        prev = before.get(r["op"])  # type: ignore[arg-type]
+        delta = f"{(r['daemon_p50_ms'] / prev['daemon_p50_ms'] - 1) * 100:+.0f}%" if prev else ""  # type: ignore[operator]
+        print(
+            f"| {r['op']} | {r['daemon_p50_ms']} ms | {r['no_daemon_p50_ms']} ms | "
+            f"{'' if target is None else f'≤ {target} ms'} | {met} | {r['load']} | {delta} |"
+        )
+    previous.write_text(json.dumps(result, indent=2))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4))
+        names = [str(r["op"]) for r in rows]
+        xs = range(len(rows))
+        ax.bar([x - 0.2 for x in xs], [r["daemon_p50_ms"] for r in rows], 0.4, label="daemon")  # type: ignore[misc]
+        ax.bar([x + 0.2 for x in xs], [r["no_daemon_p50_ms"] for r in rows], 0.4, label="no daemon")  # type: ignore[misc]
+        ax.axhline(100, color="red", linestyle="--", linewidth=1, label="target 100 ms")
+        ax.set_xticks(list(xs), names, rotation=30, ha="right")
+        ax.set_ylabel("ms, p50 end to end")
+        ax.set_yscale("log")
+        ax.set_title(f"cairn commands at {lessons:,} lessons")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(OUT / "daemon.png", dpi=100)
+    except ImportError:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -156,6 +156,7 @@ lessons = Table(
     Index("ix_lessons_tenant_hash", "tenant_id", "content_hash"),
     Index("ix_lessons_tenant_key", "tenant_id", "key"),
     Index("ix_lessons_tenant_scope_updated", "tenant_id", "scope", "updated_at"),
+    Index("ix_lessons_tenant_updated", "tenant_id", "updated_at", "id"),  # list's order (migration 0007)
     Index("ix_lessons_tenant_expires", "tenant_id", "expires_at"),
     Index("ix_lessons_tenant_archived", "tenant_id", "archived_at"),
 )

@@ -127,6 +127,36 @@ def test_the_openapi_schema_lists_every_endpoint(api: Api) -> None:
     assert "lesson" in schema["components"]["schemas"]["Written"]["required"]
 
 
+def test_every_operation_documents_a_typed_success_body(api: Api) -> None:
+    schema = api.http("GET", "/openapi.json").body
+    components = schema["components"]["schemas"]
+
+    def fields(body: dict) -> set[str]:
+        """The named fields a success schema promises (a bare object or ``{}`` promises none)."""
+        if "$ref" in body:
+            body = components[body["$ref"].rsplit("/", 1)[-1]]
+        return set(body.get("properties", {}))
+
+    checked = 0
+    for path, item in schema["paths"].items():
+        for method, op in item.items():
+            ok = [s for s in ("200", "201") if s in op["responses"]]
+            assert ok, (method, path)
+            for media, content in op["responses"][ok[0]]["content"].items():
+                if (method, path, media) == ("get", "/v1/export", "application/x-ndjson"):
+                    assert content["schema"] == {"type": "string"}  # the streamed alternative: lines of text
+                    continue
+                assert fields(content["schema"]), (method, path, media, content["schema"])
+                checked += 1
+    assert checked >= 40  # every endpoint, not a handful
+    # The secrets a create answers with once are part of its documented shape.
+    assert {"token", "token_id", "prefix"} <= set(components["NewToken"]["required"])
+    assert "code" in components["NewInvite"]["required"]
+    # What the service sometimes leaves out or sends as null is optional, never a required field.
+    assert "next_cursor" not in components["AuditPage"].get("required", [])
+    assert "note" not in components["TokenRevoked"].get("required", [])
+
+
 def test_audit_through_the_api_verifies(api: Api) -> None:
     api.http("POST", "/v1/lessons", {"scope": "global", "key": "audited", "value": "an audited lesson"}, api.bob)
     assert api.http("GET", "/v1/audit/verify", token=api.bob).body["ok"] is True

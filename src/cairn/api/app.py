@@ -339,7 +339,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         """The session-start block for a repo/branch/task, within a character budget."""
         return svc.context(p, **body.model_dump())
 
-    @app.get("/v1/audit", tags=["audit"])
+    @app.get("/v1/audit", tags=["audit"], response_model=responses.AuditPage)
     def audit(
         p: Caller,
         scope: OptionalScopeQuery = None,
@@ -351,13 +351,13 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         """The newest entries, oldest first within a page; ``next_cursor`` pages back in time."""
         return svc.audit(p, scope=scope, key=key, since=since, limit=limit, cursor=cursor)
 
-    @app.get("/v1/audit/verify", tags=["audit"])
+    @app.get("/v1/audit/verify", tags=["audit"], response_model=responses.AuditVerified)
     def audit_verify(p: Caller, fast: bool = False) -> dict[str, Any]:
         """Re-hash the tenant's audit chain and check every lesson, version and tombstone row against
         it (``fast``: the chain only); a mismatch is 409 ``AUDIT_BROKEN`` naming the first one."""
         return svc.audit_verify(p, full=not fast)
 
-    @app.post("/v1/purge", tags=["lessons"])
+    @app.post("/v1/purge", tags=["lessons"], response_model=responses.Purged)
     def purge(body: PurgeBody, p: Caller) -> dict[str, Any]:
         """Hard-erase expired lessons, or archived ones past retention (admin); the audit keeps hashes only."""
         from cairn.core.timeparse import parse_duration
@@ -366,7 +366,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         return svc.purge(p, expired=body.sweep == "expired", archived=body.sweep == "archived", older_than=older)
 
     # -- more lesson operations ----------------------------------------------------------------
-    @app.post("/v1/lesson/supersede", tags=["lessons"])
+    @app.post("/v1/lesson/supersede", tags=["lessons"], response_model=responses.Superseded)
     def supersede(body: SupersedeBody, p: Caller) -> dict[str, Any]:
         """Write a lesson that replaces another (named, or found by key); the old one is retired and linked."""
         from cairn.core.timeparse import parse_ttl
@@ -376,7 +376,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         ttl = parse_ttl(body.ttl) if body.ttl else None
         return svc.supersede(p, body.scope, body.key, body.value, supersedes=target, ttl=ttl, **opts)
 
-    @app.get("/v1/lesson/diff", tags=["lessons"])
+    @app.get("/v1/lesson/diff", tags=["lessons"], response_model=responses.Diff)
     def diff(
         p: Caller,
         scope: ScopeQuery,
@@ -386,11 +386,11 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     ) -> dict[str, Any]:
         return svc.diff(p, scope, key, v1, v2)
 
-    @app.post("/v1/lesson/link", tags=["graph"])
+    @app.post("/v1/lesson/link", tags=["graph"], response_model=responses.Linked)
     def link(body: LinkBody, p: Caller) -> dict[str, Any]:
         return svc.link(p, body.scope, body.key, body.other_scope, body.other_key, body.rel)
 
-    @app.get("/v1/lesson/neighborhood", tags=["graph"])
+    @app.get("/v1/lesson/neighborhood", tags=["graph"], response_model=responses.Neighborhood)
     def neighborhood(
         p: Caller,
         scope: ScopeQuery,
@@ -409,12 +409,12 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     ) -> dict[str, Any]:
         return svc.tombstones(p, include_lifted=include_lifted, limit=limit, cursor=cursor)
 
-    @app.post("/v1/tombstones/lift", tags=["lessons"])
+    @app.post("/v1/tombstones/lift", tags=["lessons"], response_model=responses.Lifted)
     def unforget(body: UnforgetBody, p: Caller) -> dict[str, Any]:
         """The one audited way back from a forget (admin)."""
         return svc.unforget(p, body.tombstone_id, body.reason)
 
-    @app.get("/v1/review", tags=["review"])
+    @app.get("/v1/review", tags=["review"], response_model=responses.ReviewQueue)
     def review(
         p: Caller,
         scope: OptionalScopeQuery = None,
@@ -424,17 +424,18 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         """Candidates awaiting review, oldest first."""
         return svc.review_queue(p, scope=scope, limit=limit, cursor=cursor)
 
-    @app.post("/v1/review/verify", tags=["review"])
+    @app.post("/v1/review/verify", tags=["review"], response_model=responses.Changed)
     def review_verify(body: AddressBody, p: Caller) -> dict[str, Any]:
         return svc.verify(p, body.scope, body.key)
 
-    @app.post("/v1/review/reject", tags=["review"])
+    @app.post("/v1/review/reject", tags=["review"], response_model=responses.Forgotten)
     def review_reject(body: ForgetBody, p: Caller) -> dict[str, Any]:
         return svc.reject(p, body.scope, body.key, body.reason)
 
     @app.get(
         "/v1/export",
         tags=["transfer"],
+        response_model=responses.Exported,
         responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}}, "description": "JSON or NDJSON"}},
     )
     def export(
@@ -456,6 +457,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.post(
         "/v1/import",
         tags=["transfer"],
+        response_model=responses.Imported,
         openapi_extra={
             "requestBody": {
                 "required": True,
@@ -497,14 +499,14 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         return await anyio.to_thread.run_sync(lambda: svc.import_lines(p, lines, restore=restore))
 
     # -- tokens, orgs, limits -------------------------------------------------------------------
-    @app.post("/v1/tokens", tags=["accounts"])
+    @app.post("/v1/tokens", tags=["accounts"], response_model=responses.NewToken)
     def token_create(body: TokenBody, p: Caller) -> dict[str, Any]:
         """A new token; the secret is in this response only (``token``) and stored as a hash."""
         return svc.token_create(
             p, perm=body.perm, scope_patterns=body.scope_patterns, org=body.org, expires=body.expires, name=body.name
         )
 
-    @app.get("/v1/tokens", tags=["accounts"])
+    @app.get("/v1/tokens", tags=["accounts"], response_model=responses.TokenPage)
     def token_list(
         p: Caller,
         org: Annotated[str | None, Query(max_length=39, pattern=ORG_PATTERN)] = None,
@@ -513,71 +515,71 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     ) -> dict[str, Any]:
         return svc.token_list(p, org, limit=limit, cursor=cursor)
 
-    @app.post("/v1/tokens/{token_id}/revoke", tags=["accounts"])
+    @app.post("/v1/tokens/{token_id}/revoke", tags=["accounts"], response_model=responses.TokenRevoked)
     def token_revoke(token_id: Annotated[int, Path(ge=1, le=2**62)], p: Caller) -> dict[str, Any]:
         return svc.token_revoke(p, token_id)
 
-    @app.post("/v1/orgs", tags=["orgs"])
+    @app.post("/v1/orgs", tags=["orgs"], response_model=responses.OrgCreated)
     def org_create(body: OrgBody, p: Caller) -> dict[str, Any]:
         return svc.org_create(p, body.org, body.name)
 
-    @app.get("/v1/orgs", tags=["orgs"])
+    @app.get("/v1/orgs", tags=["orgs"], response_model=responses.Orgs)
     def org_list(p: Caller) -> dict[str, Any]:
         return svc.org_list(p)
 
-    @app.post("/v1/orgs/{org}/rename", tags=["orgs"])
+    @app.post("/v1/orgs/{org}/rename", tags=["orgs"], response_model=responses.OrgRenamed)
     def org_rename(org: OrgName, body: RenameBody, p: Caller) -> dict[str, Any]:
         return svc.org_rename(p, org, body.name)
 
-    @app.delete("/v1/orgs/{org}", tags=["orgs"])
+    @app.delete("/v1/orgs/{org}", tags=["orgs"], response_model=responses.OrgDeleted)
     def org_delete(
         org: OrgName, p: Caller, confirm: Annotated[str | None, Query(max_length=64)] = None
     ) -> dict[str, Any]:
         return svc.org_delete(p, org, confirm)
 
-    @app.post("/v1/orgs/{org}/invites", tags=["orgs"])
+    @app.post("/v1/orgs/{org}/invites", tags=["orgs"], response_model=responses.NewInvite)
     def org_invite(org: OrgName, body: InviteBody, p: Caller) -> dict[str, Any]:
         return svc.org_invite(p, org, body.role, body.expires)
 
-    @app.get("/v1/orgs/{org}/invites", tags=["orgs"])
+    @app.get("/v1/orgs/{org}/invites", tags=["orgs"], response_model=responses.Invites)
     def org_invites(org: OrgName, p: Caller) -> dict[str, Any]:
         return svc.org_invites(p, org)
 
-    @app.post("/v1/orgs/{org}/invites/{invite_id}/revoke", tags=["orgs"])
+    @app.post("/v1/orgs/{org}/invites/{invite_id}/revoke", tags=["orgs"], response_model=responses.InviteRevoked)
     def org_revoke_invite(org: OrgName, invite_id: Annotated[int, Path(ge=1, le=2**62)], p: Caller) -> dict[str, Any]:
         return svc.org_revoke_invite(p, org, invite_id)
 
-    @app.post("/v1/invites/accept", tags=["orgs"])
+    @app.post("/v1/invites/accept", tags=["orgs"], response_model=responses.Joined)
     def org_accept(body: CodeBody, p: Caller) -> dict[str, Any]:
         return svc.org_accept(p, body.code)
 
-    @app.get("/v1/orgs/{org}/members", tags=["orgs"])
+    @app.get("/v1/orgs/{org}/members", tags=["orgs"], response_model=responses.MemberPage)
     def org_members(
         org: OrgName, p: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: OptionalCursor = None
     ) -> dict[str, Any]:
         return svc.org_members(p, org, limit=limit, cursor=cursor)
 
-    @app.post("/v1/orgs/{org}/members/{user}/role", tags=["orgs"])
+    @app.post("/v1/orgs/{org}/members/{user}/role", tags=["orgs"], response_model=responses.RoleChanged)
     def member_role(org: OrgName, user: UserName, body: RoleBody, p: Caller) -> dict[str, Any]:
         return svc.member_role(p, org, user, body.role)
 
-    @app.delete("/v1/orgs/{org}/members/{user}", tags=["orgs"])
+    @app.delete("/v1/orgs/{org}/members/{user}", tags=["orgs"], response_model=responses.MemberRemoved)
     def member_remove(org: OrgName, user: UserName, p: Caller) -> dict[str, Any]:
         return svc.member_remove(p, org, user)
 
-    @app.post("/v1/orgs/{org}/leave", tags=["orgs"])
+    @app.post("/v1/orgs/{org}/leave", tags=["orgs"], response_model=responses.Left)
     def org_leave(org: OrgName, p: Caller) -> dict[str, Any]:
         return svc.org_leave(p, org)
 
-    @app.get("/v1/orgs/{org}/bindings", tags=["orgs"])
+    @app.get("/v1/orgs/{org}/bindings", tags=["orgs"], response_model=responses.Bindings)
     def org_bindings(org: OrgName, p: Caller) -> dict[str, Any]:
         return svc.org_bindings(p, org)
 
-    @app.post("/v1/orgs/{org}/bindings", tags=["orgs"])
+    @app.post("/v1/orgs/{org}/bindings", tags=["orgs"], response_model=responses.Binding)
     def org_bind(org: OrgName, body: PatternBody, p: Caller) -> dict[str, Any]:
         return svc.org_bind(p, org, body.pattern)
 
-    @app.post("/v1/orgs/{org}/bindings/remove", tags=["orgs"])
+    @app.post("/v1/orgs/{org}/bindings/remove", tags=["orgs"], response_model=responses.Binding)
     def org_unbind(org: OrgName, body: PatternBody, p: Caller) -> dict[str, Any]:
         return svc.org_unbind(p, org, body.pattern)
 
@@ -591,7 +593,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
         """The token's account, store, effective permission and scope limits."""
         return svc.whoami(p)
 
-    @app.get("/v1/limits", tags=["accounts"])
+    @app.get("/v1/limits", tags=["accounts"], response_model=responses.Limits)
     def limits(p: Caller) -> dict[str, Any]:
         return svc.limits_show(p)
 

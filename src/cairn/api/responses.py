@@ -1,4 +1,4 @@
-"""The success bodies of the lesson and retrieval endpoints, as the OpenAPI document shows them.
+"""The success bodies of the API's endpoints, as the OpenAPI document shows them.
 
 The service builds these dictionaries; the models name their fields and types so a generated client
 gets typed results. They are open (``extra="allow"``): a field the service adds later reaches callers
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Open(BaseModel):
@@ -39,6 +39,10 @@ class Lesson(Open):
     content_hash: str
     created_at: str
     updated_at: str
+    url: str | None = None
+    created_by: str | None = None
+    updated_by: str | None = None
+    claimed: dict[str, Any] | None = None  # what an import claimed and was not granted
 
 
 class Health(Open):
@@ -48,6 +52,7 @@ class Health(Open):
 class Written(Open):
     action: str  # created | updated | recurrence | ...
     lesson: Lesson
+    note: str | None = None
 
 
 class OneLesson(Open):
@@ -118,6 +123,7 @@ class Forgotten(Open):
     already: bool
     scope: str
     key: str
+    reason: str | None = None  # absent when the content was already forgotten
 
 
 class Tombstone(Open):
@@ -128,6 +134,9 @@ class Tombstone(Open):
     reason: str
     created_at: str
     lifted_at: str | None = None
+    created_by: str | None = None
+    lifted_by: str | None = None
+    lift_reason: str | None = None
 
 
 class TombstonePage(Open):
@@ -145,3 +154,289 @@ class WhoAmI(Open):
     tenant: str
     permission: str
     scope_patterns: list[str]
+
+
+# -- audit, purge ---------------------------------------------------------------------------------
+class AuditEntry(Open):
+    seq: int
+    at: str
+    actor: str
+    session: str | None = None
+    action: str
+    scope: str | None = None
+    key: str | None = None
+    version_before: int | None = None
+    version_after: int | None = None
+    hash_before: str | None = None
+    hash_after: str | None = None
+    detail: dict[str, Any]
+
+
+class AuditPage(Open):
+    entries: list[AuditEntry]
+    next_cursor: str | None = None
+
+
+class StateCounts(Open):
+    lessons: int
+    versions: int
+    tombstones: int
+
+
+class AuditVerified(Open):
+    """Only a verification that holds is a 200; a broken one is 409 ``AUDIT_BROKEN`` with this in its data."""
+
+    ok: bool
+    checked: int
+    head: str | None = None
+    full: bool
+    state: StateCounts | None = None  # the row counts checked against the ledger (``full`` only)
+    broken_at: dict[str, Any] | None = None
+    problem: str | None = None
+
+
+class Address(Open):
+    scope: str
+    key: str
+
+
+class Purged(Open):
+    sweep: str  # expired | archived
+    purged: int
+    lessons: list[Address]
+
+
+# -- more lesson operations ------------------------------------------------------------------------
+class OldVersion(Address):
+    version: int
+
+
+class Superseded(Written):
+    superseded: OldVersion | None = None  # None: nothing matched the key, so this was a plain write
+    superseded_status: str | None = None  # the old lesson's status, when it sits at another address
+
+
+class FieldChange(Open):
+    from_: Any = Field(None, alias="from")
+    to: Any = None
+
+
+class Diff(Open):
+    scope: str
+    key: str
+    from_: int = Field(alias="from")
+    to: int
+    value_diff: str
+    fields: dict[str, FieldChange]
+
+
+class Linked(Open):
+    changed: bool
+    rel: str
+
+
+class Seed(Address):
+    value: str
+    trust: str
+
+
+class Neighbor(Address):
+    depth: int
+    rel: str
+    direction: str  # out | in
+    trust: str
+    status: str
+    value: str
+    summary: str
+
+
+class Neighborhood(Open):
+    seed: Seed
+    nodes: list[Neighbor]
+    chars: int
+    budget: int
+    omitted: int
+
+
+class Lifted(Open):
+    tombstone_id: int
+    lifted: bool
+    reason: str
+
+
+class ReviewQueue(Open):
+    candidates: list[Lesson]
+    next_cursor: str | None = None
+
+
+# -- transfer --------------------------------------------------------------------------------------
+class Exported(Open):
+    lines: list[str]
+
+
+class ImportRefusal(Open):
+    line: int
+    code: str
+    message: str
+
+
+class Imported(Open):
+    created: int
+    updated: int
+    unchanged: int
+    tombstones: int
+    links: int
+    refused: list[ImportRefusal]
+    records: int
+    restore: bool
+
+
+# -- tokens ----------------------------------------------------------------------------------------
+class Token(Open):
+    id: int
+    prefix: str
+    name: str
+    user: str
+    org: str | None = None
+    tenant: str
+    perm: str
+    scope_patterns: list[str]
+    created_at: str
+    expires_at: str | None = None
+    state: str  # active | expired | revoked
+
+
+class NewToken(Token):
+    token: str  # the secret: shown in this answer only, stored as a hash
+    token_id: int
+
+
+class TokenPage(Open):
+    tokens: list[Token]
+    next_cursor: str | None = None
+
+
+class TokenRevoked(Open):
+    token_id: int
+    revoked: bool
+    note: str | None = None
+
+
+# -- orgs ------------------------------------------------------------------------------------------
+class OrgCreated(Open):
+    org: str
+    tenant: str
+    name: str
+    role: str
+
+
+class OrgEntry(Open):
+    org: str
+    name: str
+    role: str
+
+
+class Orgs(Open):
+    orgs: list[OrgEntry]
+
+
+class OrgRenamed(Open):
+    org: str
+    name: str
+    was: str
+
+
+class OrgDeleted(Open):
+    org: str
+    deleted: bool
+    lessons_erased: int
+
+
+class NewInvite(Open):
+    org: str
+    invite_id: int
+    role: str
+    code: str  # the secret: shown in this answer only, stored as a hash
+    expires_at: str
+
+
+class Invite(Open):
+    id: int
+    role: str
+    created_by: str
+    created_at: str
+    expires_at: str
+    state: str  # open | expired | revoked | accepted by USER
+
+
+class Invites(Open):
+    org: str
+    invites: list[Invite]
+
+
+class InviteRevoked(Open):
+    org: str
+    invite_id: int
+    revoked: bool
+
+
+class Joined(Open):
+    org: str
+    role: str
+
+
+class Member(Open):
+    user: str
+    role: str
+    since: str
+
+
+class MemberPage(Open):
+    org: str
+    members: list[Member]
+    next_cursor: str | None = None
+
+
+class RoleChanged(Open):
+    org: str
+    user: str
+    role: str
+    was: str
+
+
+class MemberRemoved(Open):
+    org: str
+    user: str
+    removed: bool
+
+
+class Left(Open):
+    org: str
+    left: bool
+
+
+class Bindings(Open):
+    org: str
+    bindings: list[str]
+
+
+class Binding(Open):
+    org: str
+    pattern: str
+    bound: bool
+
+
+# -- limits ----------------------------------------------------------------------------------------
+class LimitValues(Open):
+    """``None``: no limit."""
+
+    max_lessons: int | None = None
+    max_value_bytes: int | None = None
+    writes_per_minute: int | None = None
+
+
+class Limits(Open):
+    tenant: str
+    limits: LimitValues
+    sources: dict[str, str]  # per limit: "tenant" (an override) or where the setting came from
+    lessons: int

@@ -4,6 +4,10 @@ FastAPI parses a JSON body with ``json.loads`` inside its own ``try``: a body ne
 levels deep or with a 5,000-digit number ends as a bare 400 with FastAPI's text (or, for some
 inputs, an unhandled error). Parsing it here first, with :func:`cairn.core.jsonin.loads`, gives the
 same ``INVALID_INPUT`` problem+json as every other refusal; FastAPI then reuses the parsed value.
+
+Success bodies go out as the service built them: a response model (``api/responses.py``) checks and
+documents the answer but adds nothing, so a field the service left out stays out rather than
+arriving as ``null`` (the remote CLI and the local one print the same answer).
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ def _is_json(content_type: str | None) -> bool:
 
 
 class BoundedJsonRoute(APIRoute):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Overridden, not defaulted: FastAPI always passes its own default (False) for this.
+        kwargs["response_model_exclude_unset"] = True
+        super().__init__(*args, **kwargs)
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         has_body = self.body_field is not None

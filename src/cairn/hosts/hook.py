@@ -299,9 +299,9 @@ def _home(g: Any) -> Path:
     home = getattr(g, "home", None)
     if home:
         return Path(home).expanduser()
-    from cairn.settings import default_home
+    from cairn.client import resolve_home  # settings.default_home's answer without importing settings
 
-    return default_home()
+    return Path(resolve_home(None))
 
 
 def _budget(event: str) -> float:

@@ -24,8 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # Our neutral event -> each host's native event name (what we install, and what we answer with).
 NATIVE: dict[str, dict[str, str]] = {
@@ -73,9 +72,9 @@ _CURSOR_EVENTS = {
 FAILURE_TEXT_MAX = 16000
 
 
-@dataclass(frozen=True)
-class HookEvent:
-    """What a hook needs to know, whichever host sent it."""
+class HookEvent(NamedTuple):
+    """What a hook needs to know, whichever host sent it. (A NamedTuple, not a dataclass: this runs in
+    every hook process, and ``dataclasses`` imports ``inspect``, tens of milliseconds on a busy machine.)"""
 
     host: str
     event: str  # neutral: session-start | prompt-submit | tool-failure

@@ -17,6 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from cairn.client import ask_daemon
 from cairn.daemon import forward
 from cairn.settings import SPECS
@@ -41,7 +43,9 @@ def _same(home: Path, *args: str, stdin: str | None = None) -> subprocess.Comple
     return there
 
 
-def test_a_forwarded_command_prints_what_it_prints_in_process(cairn_home: Path) -> None:
+def test_a_forwarded_command_prints_what_it_prints_in_process(
+    cairn_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     daemon = start_daemon(cairn_home)
     try:
         piped = run_cli(cairn_home, "write", "global", "piped", "-", stdin="from the caller's stdin\n", env=FORWARD)
@@ -71,14 +75,23 @@ def test_a_forwarded_command_prints_what_it_prints_in_process(cairn_home: Path) 
         there, here = ((work / n).read_text().splitlines() for n in ("there.jsonl", "here.jsonl"))
         assert len(there) == len(here) > 2 and there[1:] == here[1:]  # the header line holds the export's time
         assert stat.S_IMODE((work / "there.jsonl").stat().st_mode) == 0o600
+        # Another Cairn version's command is not the daemon's to run: the caller runs it itself.
+        monkeypatch.setenv("CAIRN_HOME", str(cairn_home))
+        monkeypatch.setenv("CAIRN_EMBED_MODEL", "hash-test-64")  # all else as the daemon's
+        assert forward.run(["--json", "list"], str(cairn_home), None) == 0
+        monkeypatch.setattr(forward, "_version", lambda: "0.0.0-another")
+        with pytest.raises(forward.Absent) as refused:
+            forward.run(["--json", "list"], str(cairn_home), None)
+        assert refused.value.listening
         # cairn status (forwarded itself) names the daemon that runs it.
         shown = json.loads(run_cli(cairn_home, "--json", "status", env=FORWARD).stdout)["data"]
         assert shown["daemon"]["pid"] == daemon.pid and shown["daemon"]["idle_exit_minutes"] is None
         assert shown["active_lessons"] == 2
     finally:
         _, summary, _ = stop_daemon(daemon)
-    # the ping that found it up, the two writes, the forwarded half of each _same, export, status and its ping
-    forwarded = 1 + 2 + 6 + 1 + 2
+    # the ping that found it up, the two writes, the forwarded half of each _same, export, the same-version
+    # list, status and its ping
+    forwarded = 1 + 2 + 6 + 1 + 1 + 2
     assert f"{forwarded} on the socket" in summary, summary
 
 

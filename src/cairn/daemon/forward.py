@@ -104,6 +104,7 @@ def run(argv: list[str], home: str, db: str | None) -> int:
         "cwd": os.getcwd(),
         "umask": umask,
         "streams": streams,
+        "version": _version(),
     }
     message = {"v": protocol.PROTOCOL, "op": protocol.FORWARD_OP, "params": params, "db": db}
     fds = [0, 1, 2] if streams[0] is not None else [1, 2]
@@ -135,6 +136,12 @@ def run(argv: list[str], home: str, db: str | None) -> int:
         return int(done["exit"])
     finally:
         sock.close()
+
+
+def _version() -> str:
+    from cairn import __version__  # a constant in the package's __init__: nothing else loads
+
+    return __version__
 
 
 def _answer(raw: bytes) -> dict[str, Any] | None:

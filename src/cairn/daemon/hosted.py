@@ -52,6 +52,10 @@ class CliHost:
             return "a forwarded command has cwd and umask"
         if any((env.get(k) or "").strip() != v for k, v in self.identity.items()):
             return "other"
+        from cairn import __version__
+
+        if params.get("version") != __version__:  # a daemon left running across an upgrade
+            return "other"
         from cairn.cli.main import split_globals
 
         if split_globals(list(argv))[0].verb in protocol.LOCAL_VERBS:

@@ -184,6 +184,17 @@ class Gateway:
             entry["stamp"] = self.corpus.dir_stamp(t)
         self._save_identities(cache)
 
+    def _live_for_write(self, slug: str) -> Topic:
+        """Under the writer's lock: finish any interrupted write, mirror the corpus, and return the live
+        topic at ``slug`` with its lesson in the store (NOT_FOUND when there is none)."""
+        self.recover()
+        self.refresh()
+        topic = self.corpus.load(slug)
+        if topic is None:
+            raise GatewayError("NOT_FOUND", f"no live topic {slug}", slug=slug)
+        self._adopt(topic)
+        return topic
+
     def _adopt(self, topic: Topic) -> None:
         """A file's current text as a version in the store, if the store does not hold it already."""
         if not topic.body.strip() or not layout.is_stem(topic.stem):
@@ -354,12 +365,7 @@ class Gateway:
         slug = f"{type_}/{stem}"
         _need_body(delta, "the text to append")
         with self.writing():
-            self.recover()
-            self.refresh()
-            topic = self.corpus.load(slug)
-            if topic is None:
-                raise GatewayError("NOT_FOUND", f"no live topic {slug}", slug=slug)
-            self._adopt(topic)
+            topic = self._live_for_write(slug)
             self.corpus.writable(self.corpus.live_path(slug), slug)
             body = topic.body.rstrip("\n") + "\n" + delta
             new = Topic(slug, topic.type, topic.name, topic.description, body)
@@ -444,12 +450,7 @@ class Gateway:
         type_, stem = layout.parse_slug(slug)
         slug = f"{type_}/{stem}"
         with self.writing():
-            self.recover()
-            self.refresh()
-            topic = self.corpus.load(slug)
-            if topic is None:
-                raise GatewayError("NOT_FOUND", f"no live topic {slug}", slug=slug)
-            self._adopt(topic)
+            self._live_for_write(slug)
             plan = self._archive_plan(slug, None)
             self._run("archive", {"op": "archive", "slug": slug, "archive": plan, "unindex": [slug]})
         return slug, {"archived": plan["to"]}

@@ -67,9 +67,8 @@ Cursor = Annotated[
         description="next_cursor of the previous page; omit for the first page",
     ),
 ]
-Tag = Annotated[
-    str, Field(max_length=64, json_schema_extra={"pattern": r"^\s*[A-Za-z0-9][A-Za-z0-9._:/+#-]{0,63}\s*$"})
-]
+TAG_PATTERN = r"^\s*[A-Za-z0-9][A-Za-z0-9._:/+#-]{0,63}\s*$"  # what core's tag normalizer accepts
+Tag = Annotated[str, Field(max_length=64, json_schema_extra={"pattern": TAG_PATTERN})]
 _UNITS = "s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?"
 Duration = Annotated[
     str, Field(max_length=20, examples=["30d"], json_schema_extra={"pattern": rf"^\s*[0-9]+\s*({_UNITS})?\s*$"})

@@ -30,7 +30,7 @@ from cairn.core.principal import Principal
 from cairn.core.roles import NAME_RE
 from cairn.core.scope import SCOPE_REGEX
 from cairn.errors import CairnError, invalid_input
-from cairn.fields import NO_NUL, Branch, Duration, Key, Project, Repo, Scope, Tag, Value
+from cairn.fields import NO_NUL, TAG_PATTERN, Branch, Duration, Key, Project, Repo, Scope, Tag, Value
 from cairn.service.api import Cairn
 
 
@@ -294,7 +294,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     def list_lessons(
         p: Caller,
         scope: OptionalScopeQuery = None,
-        tag: Annotated[str | None, Query(max_length=64)] = None,
+        tag: Annotated[str | None, Query(max_length=64, json_schema_extra={"pattern": TAG_PATTERN})] = None,
         trust: Literal["candidate", "verified"] | None = None,
         archived: bool = False,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,

@@ -332,6 +332,38 @@ def test_edit_replaces_text_and_vector(fresh: Cairn) -> None:
     ) == [(1,)]
 
 
+def test_warm_vector_arm_reads_no_vector_from_the_database(fresh: Cairn) -> None:
+    """The ranking index holds float16 vectors: once warm, the vector arm ranks and measures cosines in
+    memory, and the similarities it reports are the stored vectors' exact cosines (to float16 precision)."""
+    import numpy as np
+    from sqlalchemy import event
+
+    from cairn.search.embed import get_embedder
+
+    load(fresh, MISC | ISOLATION)
+    query = "tests leak state into each other"
+    fresh.search(ME, query)  # warm: builds the index (this read the vectors once)
+    seen: list[str] = []
+
+    def spy(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(fresh.store.engine, "before_cursor_execute", spy)
+    try:
+        hits = fresh.search(ME, query, mode="hybrid")["results"]
+        recalled_now = fresh.recall(ME, "AssertionError: plugin 'audit' already registered", floor=-1.0)["lessons"]
+    finally:
+        event.remove(fresh.store.engine, "before_cursor_execute", spy)
+    assert seen and hits and recalled_now  # the spy saw the searches' statements
+    assert not [s for s in seen if "lesson_embeddings" in s]
+    # Every hit (either arm's) carries the exact cosine of its stored float32 vector.
+    qvec = get_embedder().embed([query])[0]
+    stored = dict(sql(fresh, "SELECT l.key, e.vector FROM lesson_embeddings e JOIN lessons l ON l.id = e.lesson_id"))
+    for h in hits:
+        exact = float(np.frombuffer(stored[h["key"]], dtype="<f4") @ qvec)
+        assert h["similarity"] == pytest.approx(exact, abs=2e-3), h["key"]
+
+
 def test_search_does_not_wait_for_a_writer(fresh: Cairn) -> None:
     """WAL lets readers run while a writer holds the lock; a search with nothing to embed must not queue."""
     load(fresh, MISC)

@@ -16,6 +16,10 @@ audit rows (a changed lesson is replaced, an archived/erased one disappears). Ti
 between the ``seq`` read and the row read is simply read again next time.
 
 The index holds ids and numbers; lesson text is read from the database for the bounded top set.
+Search and recall also ask it for each lesson's vector in float16 (``refresh(..., vectors=True)``:
+768 bytes a lesson at 384 dimensions), so the vector arm ranks by sign bits and re-ranks the nearest
+few thousand by exact cosine without reading a vector from the database. An index that only context
+uses never loads them.
 What context derives per index version (eligible sets, term matches, the top set's rows) lives in
 ``memo``, which every change clears before the next read, so nothing a later read must not show (a
 forgotten lesson's value) outlives the change that hid it.
@@ -33,7 +37,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.keys import NAMESPACE_SEPARATOR
 from cairn.store.dialect import epoch_seconds
-from cairn.store.schema import audit_log, embed_state, lesson_signatures, lessons
+from cairn.store.schema import audit_log, embed_state, lesson_embeddings, lesson_signatures, lessons
 
 NO_EXPIRY = 1e18
 LOOP_PREFIX = "loop" + NAMESPACE_SEPARATOR
@@ -59,12 +63,23 @@ _COLUMNS = (
 )
 
 
-def _source(model: str) -> Any:
-    """Lessons with their signature from the configured model (none yet: NULL)."""
-    return lessons.outerjoin(
+def _source(model: str, vectors: bool) -> Any:
+    """Lessons with their signature (and, with ``vectors``, their float vector) from the configured
+    model (none yet: NULL)."""
+    source = lessons.outerjoin(
         lesson_signatures,
         and_(lesson_signatures.c.lesson_id == lessons.c.id, lesson_signatures.c.model == model),
     )
+    if vectors:
+        source = source.outerjoin(
+            lesson_embeddings,
+            and_(lesson_embeddings.c.lesson_id == lessons.c.id, lesson_embeddings.c.model == model),
+        )
+    return source
+
+
+def _columns(vectors: bool) -> tuple[Any, ...]:
+    return (*_COLUMNS, lesson_embeddings.c.vector) if vectors else _COLUMNS
 
 
 def _indexable(tenant_id: str) -> Any:
@@ -105,11 +120,13 @@ class Arrays:
     human: np.ndarray  # bool
     bits: np.ndarray  # (n, words) uint64 sign bits of the lesson's vector; rows of 0 when it has none
     has_vec: np.ndarray  # bool
+    half: np.ndarray  # (n, dim) float16 vectors when the index holds them, else (n, 0); rows of 0 without one
 
     @staticmethod
-    def empty(words: int = 0) -> Arrays:
+    def empty(words: int = 0, dim: int = 0) -> Arrays:
         parts = [np.empty(0, dtype=t) for t in _DTYPES]
         parts[_FIELDS.index("bits")] = np.zeros((0, words), dtype=np.uint64)
+        parts[_FIELDS.index("half")] = np.zeros((0, dim), dtype=np.float16)
         return Arrays(*parts)
 
     def take(self, index: np.ndarray) -> Arrays:
@@ -124,11 +141,11 @@ class Arrays:
 
 _FIELDS = (
     "ids", "scope", "key", "updated", "expires", "seen", "helped", "not_helped", "verified", "bucket", "human",
-    "bits", "has_vec",
+    "bits", "has_vec", "half",
 )  # fmt: skip
 _DTYPES = (
     np.int64, np.int32, np.int64, np.float64, np.float64, np.int32, np.int32, np.int32, bool, np.int32, bool,
-    np.uint64, bool,
+    np.uint64, bool, np.float16,
 )  # fmt: skip
 
 
@@ -145,6 +162,8 @@ class RankIndex:
     buckets: list[str] = field(default_factory=list)
     version: int = 0  # bumped on every change, for memoized per-ladder work
     words: int = 0  # uint64 words per signature (dimension / 64), known once a vector is seen
+    vectors: bool = False  # whether ``arrays.half`` holds the float16 vectors (search asks; context does not)
+    dim: int = 0  # their dimension, known once a vector is seen
     lock: threading.Lock = field(default_factory=threading.Lock)
     _scope_codes: dict[str, int] = field(default_factory=dict)
     _bucket_codes: dict[str, int] = field(default_factory=dict)
@@ -174,15 +193,25 @@ class RankIndex:
         """Columns to arrays with as little per-row Python as possible (a million rows at warm-up)."""
         n = len(rows)
         if not n:
-            return Arrays.empty(self.words)
+            return Arrays.empty(self.words, self.dim)
         cols = list(zip(*rows, strict=True))
         has_vec = np.array([b is not None for b in cols[11]], dtype=bool)
+        if self.vectors:  # a lesson counts as having a vector when both forms of it are there
+            has_vec &= np.array([v is not None for v in cols[12]], dtype=bool)
         if has_vec.any() and not self.words:
-            self.words = len(next(b for b in cols[11] if b is not None)) // 8
+            self.words = len(next(b for b, h in zip(cols[11], has_vec, strict=True) if h)) // 8
         bits = np.zeros((n, self.words), dtype=np.uint64)
         if has_vec.any():
-            raw = b"".join(b for b in cols[11] if b is not None)
+            raw = b"".join(b for b, h in zip(cols[11], has_vec, strict=True) if h)
             bits[has_vec] = np.frombuffer(raw, dtype=np.uint64).reshape(-1, self.words)
+        half = np.zeros((n, 0), dtype=np.float16)
+        if self.vectors:
+            if has_vec.any() and not self.dim:
+                self.dim = len(next(v for v, h in zip(cols[12], has_vec, strict=True) if h)) // 4
+            half = np.zeros((n, self.dim), dtype=np.float16)
+            if has_vec.any():
+                raw = b"".join(bytes(v) for v, h in zip(cols[12], has_vec, strict=True) if h)
+                half[has_vec] = np.frombuffer(raw, dtype="<f4").reshape(-1, self.dim)
         codes = self._scope_codes
         scope = np.array([codes[s] if s in codes else self.scope_code(s) for s in cols[1]], dtype=np.int32)
         expires = np.full(n, NO_EXPIRY, dtype=np.float64)
@@ -207,12 +236,15 @@ class RankIndex:
             human=np.array(cols[9], dtype=bool),
             bits=bits,
             has_vec=has_vec,
+            half=half,
         )
 
     def _load_all(self, conn: Connection) -> None:
         parts = []
         result = conn.execution_options(yield_per=LOAD_CHUNK).execute(
-            select(*_COLUMNS).select_from(_source(self.model)).where(_indexable(self.tenant_id))
+            select(*_columns(self.vectors))
+            .select_from(_source(self.model, self.vectors))
+            .where(_indexable(self.tenant_id))
         )
         for chunk in result.partitions(LOAD_CHUNK):
             parts.append(self._rows_to_arrays(chunk))
@@ -224,8 +256,8 @@ class RankIndex:
             batch = ids[start : start + 500]
             fresh.extend(
                 conn.execute(
-                    select(*_COLUMNS)
-                    .select_from(_source(self.model))
+                    select(*_columns(self.vectors))
+                    .select_from(_source(self.model, self.vectors))
                     .where(_indexable(self.tenant_id), lessons.c.id.in_(batch))
                 ).all()
             )
@@ -235,12 +267,20 @@ class RankIndex:
         if old.bits.shape[1] != self.words:
             # The first vectors just arrived: until now no lesson had one, so zero bits are exact.
             old.bits = np.zeros((len(old.ids), self.words), dtype=np.uint64)
+        if old.half.shape[1] != new.half.shape[1]:  # likewise for the first float vectors
+            old.half = np.zeros((len(old.ids), new.half.shape[1]), dtype=np.float16)
         self.arrays = Arrays.concat([old, new])
 
-    def refresh(self, conn: Connection, model: str) -> None:
-        """Bring the index up to the tenant's last audit row and newest vectors (in a read transaction)."""
+    def refresh(self, conn: Connection, model: str, vectors: bool = False) -> None:
+        """Bring the index up to the tenant's last audit row and newest vectors (in a read transaction).
+
+        ``vectors``: hold the float16 vectors too (from now on; the first such call reloads everything).
+        """
         if model != self.model:  # the configured embedding model changed: start over
             self.model, self.seq, self.words, self.embed_mark, self.embed_seen = model, -1, 0, 0.0, set()
+            self.dim = 0
+        if vectors and not self.vectors:
+            self.vectors, self.seq = True, -1
         last = conn.execute(
             select(func.coalesce(func.max(audit_log.c.seq), 0)).where(audit_log.c.tenant_id == self.tenant_id)
         ).scalar_one()
@@ -279,6 +319,13 @@ class RankIndex:
         self.version += 1
         self.memo.clear()
 
+    def id_order(self) -> np.ndarray:
+        """``arrays.ids``' sorting permutation, for :func:`rows_of` (memoized per version: call under ``lock``)."""
+        order = self.memo.get("id_order")
+        if order is None:
+            order = self.memo["id_order"] = np.argsort(self.arrays.ids, kind="stable")
+        return order
+
     def _new_vectors(self, conn: Connection) -> list[int]:
         """Lessons embedded since the last look (the drain writes vectors without an audit row)."""
         since = self.embed_mark - EMBED_LOOKBACK_S
@@ -295,6 +342,18 @@ class RankIndex:
             self.embed_mark = max(self.embed_mark, max(t for _, t in window))
         self.embed_seen = {(i, t) for i, t in window if t > self.embed_mark - EMBED_LOOKBACK_S}
         return new if self.seq >= 0 else []
+
+
+def rows_of(arrays: Arrays, order: np.ndarray, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``arrays`` holding ``ids`` (``order``: its :meth:`RankIndex.id_order`), and a mask of
+    the ``ids`` it holds at all."""
+    keys = np.asarray(ids, dtype=np.int64)
+    if not len(order):
+        return np.zeros(0, dtype=np.int64), np.zeros(len(keys), dtype=bool)
+    sorted_ids = arrays.ids[order]
+    at = np.minimum(np.searchsorted(sorted_ids, keys), len(sorted_ids) - 1)
+    found = sorted_ids[at] == keys
+    return order[at[found]], found
 
 
 def _from_epoch(seconds: float) -> Any:

@@ -1,13 +1,13 @@
 """Hybrid search and failure recall.
 
-Two arms over the same visible set: BM25 over an OR of the query's weighted terms (FTS5 on SQLite,
-``ts_rank`` on Postgres; ``store/search_index.py``), and the nearest lessons by meaning (all-MiniLM-L6-v2,
-int8 ONNX, offline) found by Hamming distance on the ranking index's sign bits and re-ranked by exact
-cosine. Every candidate of either arm gets the other arm's evidence too (its cosine, its coverage of
-the query's rare terms), and a fitted logistic model fuses those features into one order
-(``cairn/search/ranker.py``). Recall then needs an absolute "relevant enough" to stay silent: a
-second fitted model turns a ranked candidate's features into a probability, and recall prints the
-candidates at or above ``RECALL_FLOOR``. Both were fitted on the dev halves of two eval sets
+Two arms over the same visible set: BM25 over an OR of the query's weighted terms (FTS5 on SQLite, ``ts_rank``
+on Postgres; ``store/search_index.py``), and the nearest lessons by meaning (all-MiniLM-L6-v2, int8 ONNX,
+offline) found by Hamming distance on the ranking index's sign bits and re-ranked by exact cosine on the
+float16 vectors the index holds (no vector is read from the database). Every candidate of either arm gets the
+other arm's evidence too (its cosine, its coverage of the query's rare terms), and a fitted logistic model
+fuses those features into one order (``cairn/search/ranker.py``). Recall then needs an absolute "relevant
+enough" to stay silent: a second fitted model turns a ranked candidate's features into a probability, and
+recall prints the candidates at or above ``RECALL_FLOOR``. Both were fitted on the dev halves of two eval sets
 (``evals/run_eval.py --fit``); tenant, scope, trust, tag and expiry predicates sit inside both arms.
 
 Embeddings are made lazily: writes enqueue (``embed_queue``) and every search first drains the
@@ -64,10 +64,10 @@ from cairn.store.schema import (
 
 MODES = ("hybrid", "fts", "vector")
 ARM_DEPTH = 50  # candidates each arm contributes to fusion
-# The vector arm re-ranks this many nearest-by-sign-bits by exact cosine. Sign bits of a 384-dimension
-# vector keep the true top 50 by cosine within the nearest few hundred (evals/README.md); each one
-# costs a 1.5 KB vector read.
-VECTOR_PREFILTER = 300
+# The vector arm re-ranks this many nearest-by-sign-bits (per query view) by exact cosine on the ranking
+# index's float16 vectors. Sign bits alone are a coarse order: at 20,000 lessons their nearest 300 held
+# only 85% of the exact top 20 (bench/README.md), so the re-rank goes deep; in memory it costs ~1 ms.
+VECTOR_PREFILTER = 2000
 FTS_TERMS = 16  # the full-text arm's OR holds at most this many terms, rarest first...
 FTS_POSTINGS = 4000  # ...while their document counts sum under this many rows (each is scored)...
 DF_CAP = 2000  # ...and never a term this common when rarer ones exist (document counts stop here)
@@ -319,13 +319,13 @@ class SearchOps:
                     for rank, (i, score) in enumerate(fts, start=1):
                         cands[i] = Candidate(i, bm25=score, fts_rank=rank)
             if qvec is not None and idx is not None and model_name is not None:
-                nearest = _vector_arm(conn, idx, principal.tenant_id, model_name, qvec, chosen, now, trust, tag)
-                for rank, (i, cos) in enumerate(nearest, start=1):
+                arm = _vector_arm(conn, idx, principal.tenant_id, model_name, qvec, chosen, now, trust, tag)
+                for rank, (i, cos) in enumerate(arm.nearest, start=1):
                     c = cands.setdefault(i, Candidate(i))
                     c.cos, c.vec_rank = cos, rank
                 missing = [i for i, c in cands.items() if c.cos is None]
                 if missing:  # the full-text arm's finds, measured by meaning too
-                    for i, cos in _cosines(conn, model_name, qvec, missing).items():
+                    for i, cos in arm.cosines(missing).items():
                         cands[i].cos = cos
             if not cands:
                 return Retrieved(terms, [], [])
@@ -435,6 +435,35 @@ def _fts_query(terms: list[tuple[str, float]], df: dict[str, int], total: int) -
     return ix.fts_any(phrases)
 
 
+@dataclass
+class VectorArm:
+    """The vector arm's answer: the nearest visible lessons, and the means to measure any other."""
+
+    nearest: list[tuple[int, float]]
+    arrays: Any = None  # the ranking index's snapshot the arm read (None: nothing to compare with)
+    order: Any = None
+    queries: Any = None  # (dim, views) float32
+
+    def cosines(self, ids: list[int]) -> dict[int, float]:
+        """Exact cosine (the best over the query's views) of each of ``ids`` that has a vector."""
+        from cairn.service.rank_index import rows_of
+
+        if self.arrays is None or not ids:
+            return {}
+        rows, found = rows_of(self.arrays, self.order, ids)
+        keep = self.arrays.has_vec[rows]
+        rows = rows[keep]
+        held = [i for i, f in zip(ids, found, strict=True) if f]
+        held = [i for i, k in zip(held, keep, strict=True) if k]
+        sims = _exact(self.arrays.half[rows], self.queries)
+        return {i: float(v) for i, v in zip(held, sims, strict=True)}
+
+
+def _exact(half: Any, queries: Any) -> Any:
+    """The best cosine over the query views of each float16 row (vectors are L2-normalized)."""
+    return (half.astype("<f4") @ queries).max(axis=1)
+
+
 def _vector_arm(
     conn: Connection,
     idx: RankIndex,
@@ -445,9 +474,10 @@ def _vector_arm(
     now: datetime,
     trust: str | None,
     tag: str | None,
-) -> list[tuple[int, float]]:
+) -> VectorArm:
     """The visible lessons nearest the query: Hamming distance on the ranking index's sign bits over
-    all of them (in memory), then exact cosine for the ``VECTOR_PREFILTER`` nearest, best first.
+    all of them, then exact cosine on the index's float16 vectors for the ``VECTOR_PREFILTER``
+    nearest of each query view, best first. All in memory.
 
     The ranking index holds only active lessons of this tenant and is brought up to the tenant's
     last change before it is read; scope, trust, tag and expiry are applied here, and the caller
@@ -456,11 +486,15 @@ def _vector_arm(
     import numpy as np
 
     with idx.lock:
-        idx.refresh(conn, model)
+        idx.refresh(conn, model, vectors=True)
         a = idx.arrays
+        order = idx.id_order()
         codes = idx.codes_of(scopes) if scopes is not None else None
-    if not len(a.ids) or a.bits.shape[1] * 64 != len(qvecs[0]) // 4:
-        return []
+    dim = len(qvecs[0]) // 4
+    if not len(a.ids) or a.bits.shape[1] * 64 != dim or a.half.shape[1] != dim:
+        return VectorArm([])
+    queries = np.stack([np.frombuffer(q, dtype="<f4") for q in qvecs], axis=1)
+    arm = VectorArm([], a, order, queries)
     mask = a.has_vec & (a.expires > now.timestamp())
     if codes is not None:
         mask &= np.isin(a.scope, np.asarray(codes, dtype=np.int32))
@@ -475,18 +509,24 @@ def _vector_arm(
         mask &= np.isin(a.ids, np.fromiter(tagged, dtype=np.int64))
     visible = int(mask.sum())
     if not visible:
-        return []
+        return arm
     k = min(VECTOR_PREFILTER, visible)
-    near: set[int] = set()
-    for qvec in qvecs:
-        qbits = np.frombuffer(signature(qvec), dtype=np.uint64)
-        # Over every row, then the invisible ones pushed past the end: cheaper than copying the visible rows out.
-        distance = np.bitwise_count(a.bits ^ qbits).sum(axis=1, dtype=np.int32)
-        distance[~mask] = np.iinfo(np.int32).max
-        picked = np.argpartition(distance, k - 1)[:k] if len(distance) > k else np.nonzero(mask)[0]
-        near.update(int(i) for i in a.ids[picked])
-    sims = _cosines(conn, model, qvecs, sorted(near))
-    return sorted(sims.items(), key=lambda kv: (-kv[1], kv[0]))[:ARM_DEPTH]
+    if visible <= k:
+        near = np.nonzero(mask)[0]
+    else:
+        picks = []
+        for qvec in qvecs:
+            qbits = np.frombuffer(signature(qvec), dtype=np.uint64)
+            # Over every row, then the invisible ones pushed past the end: cheaper than copying the visible rows out.
+            distance = np.bitwise_count(a.bits ^ qbits).sum(axis=1, dtype=np.int32)
+            distance[~mask] = np.iinfo(np.int32).max
+            picks.append(np.argpartition(distance, k - 1)[:k])
+        near = np.unique(np.concatenate(picks))
+    sims = _exact(a.half[near], queries)
+    best = np.argsort(-sims, kind="stable")[: ARM_DEPTH * 2]
+    ranked = sorted(((int(a.ids[near[j]]), float(sims[j])) for j in best), key=lambda kv: (-kv[1], kv[0]))
+    arm.nearest = ranked[:ARM_DEPTH]
+    return arm
 
 
 def _follow_model(conn: Connection, tenant_id: str) -> None:
@@ -639,7 +679,7 @@ def _shadow(
 
 def _cosines(conn: Connection, model: str, qvecs: bytes | list[bytes], ids: list[int]) -> dict[int, float]:
     """Exact cosine similarity (vectors are L2-normalized, so a dot product) for ``ids``: the best
-    over the query's views."""
+    over the query's views, from the stored float32 vectors (context's semantic relevance)."""
     import numpy as np
 
     if isinstance(qvecs, bytes):

@@ -160,6 +160,9 @@ class TokenBody(Strict):
     org: Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None = None
     expires: Annotated[str, Field(max_length=20, examples=["90d", "never"])] = "90d"
     name: Annotated[str, Field(max_length=100)] | None = None
+    style: Literal["cairn", "lorekit"] = Field(
+        "cairn", description="lorekit: spelled lk_rw_…/lk_ro_… for LoreKit's CLI"
+    )
 
 
 class OrgBody(Strict):
@@ -222,6 +225,9 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     from cairn.web import create_web  # the dashboard; jinja loads only when the API is built
 
     app.mount("/ui", create_web(svc))
+    from cairn.compat.lorekit.rest import PREFIX, create_lorekit_app  # LoreKit's remote protocol
+
+    app.mount(PREFIX, create_lorekit_app(svc))
     if mounted is not None:
         app.mount("/mcp", mounted[1])
 
@@ -502,9 +508,7 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     @app.post("/v1/tokens", tags=["accounts"], response_model=responses.NewToken)
     def token_create(body: TokenBody, p: Caller) -> dict[str, Any]:
         """A new token; the secret is in this response only (``token``) and stored as a hash."""
-        return svc.token_create(
-            p, perm=body.perm, scope_patterns=body.scope_patterns, org=body.org, expires=body.expires, name=body.name
-        )
+        return svc.token_create(p, **body.model_dump())
 
     @app.get("/v1/tokens", tags=["accounts"], response_model=responses.TokenPage)
     def token_list(

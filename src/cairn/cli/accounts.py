@@ -243,10 +243,14 @@ def token_create(
     org: Annotated[str | None, typer.Option(help="a token for this org instead of your own store")] = None,
     expires: Annotated[str, typer.Option(help="lifetime, e.g. 90d, 12h, or never")] = "90d",
     name: Annotated[str | None, typer.Option(help="a label, e.g. ci")] = None,
+    lorekit: Annotated[
+        bool, typer.Option("--lorekit", help="spell it for LoreKit's CLI: lk_rw_… (write, admin) or lk_ro_… (read)")
+    ] = False,
 ) -> None:
     """Create a bearer token; it is printed once (`--json`: data.token) and stored only as a hash."""
     service, p = _svc()
-    r = service.token_create(p, perm=perm, scope_patterns=scope_pattern, org=org, expires=expires, name=name)
+    style = {"style": "lorekit"} if lorekit else {}
+    r = service.token_create(p, perm=perm, scope_patterns=scope_pattern, org=org, expires=expires, name=name, **style)
     where = f"org {r['org']}" if r["org"] else f"{r['user']}'s store"
     limits = f", scopes {', '.join(r['scope_patterns'])}" if r["scope_patterns"] else ""
     _ok(r, f"{r['token']}\ntoken {r['id']} ({r['perm']}) for {where}{limits}, expires {r['expires_at'] or 'never'}; "

@@ -36,6 +36,12 @@ from cairn.store.engine import Store, enter_tenant, set_caller
 from cairn.store.schema import invites, lessons, memberships, scope_bindings, tenant_limits, tenants, tokens, users
 
 TOKEN_PREFIX = "cairn_"  # noqa: S105 - a prefix, not a secret
+# LoreKit's CLI reads a token's permission from its prefix (and warns on any other): a token made
+# for it (``token_create(style="lorekit")``) is spelled its way. Same random part, same hash at rest,
+# same lookup; the prefix only names the level (read: ro, write and admin: rw).
+LOREKIT_PREFIXES = {"read": "lk_ro_", "write": "lk_rw_", "admin": "lk_rw_"}
+TOKEN_STYLES = ("cairn", "lorekit")
+_PREFIXES = (TOKEN_PREFIX, *sorted(set(LOREKIT_PREFIXES.values())))
 INVITE_PREFIX = "cairn-invite-"
 DEFAULT_TOKEN_TTL = "90d"  # noqa: S105 - a duration
 DEFAULT_INVITE_TTL = "7d"
@@ -81,7 +87,7 @@ class AccountOps:
         the problem (malformed, unknown, revoked, expired, its account gone). Reads only; never
         trusts input ids."""
         secret = (secret or "").strip()
-        if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
+        if not secret.startswith(_PREFIXES) or len(secret) > 200:
             raise CairnError("UNAUTHENTICATED", f"not a Cairn token (they start with {TOKEN_PREFIX!r})")
         digest = secret_hash(secret)
 
@@ -521,15 +527,21 @@ class AccountOps:
         org: str | None = None,
         expires: str | None = None,
         name: str | None = None,
+        style: str = "cairn",
     ) -> dict[str, Any]:
-        """A new bearer token, returned once. Its level may not exceed what its account may do there."""
+        """A new bearer token, returned once. Its level may not exceed what its account may do there.
+
+        ``style="lorekit"`` spells it as LoreKit's clients expect (``lk_rw_…``/``lk_ro_…``)."""
         level = roles.check_level(perm)
+        if style not in TOKEN_STYLES:
+            raise CairnError("INVALID_INPUT", f"token style must be one of {', '.join(TOKEN_STYLES)}; got {style!r}")
         patterns = _patterns(scope_patterns)
         _account(principal, "creating a token")
         tenant = roles.org_tenant(org) if org else principal.user_id or ""
         label = (name or "").strip()[:100] or f"{level} token"
+        prefix = LOREKIT_PREFIXES[level] if style == "lorekit" else TOKEN_PREFIX
         secret, row = _new_token(
-            principal.user_id or "", tenant, label, level, patterns, _expiry(expires, DEFAULT_TOKEN_TTL)
+            principal.user_id or "", tenant, label, level, patterns, _expiry(expires, DEFAULT_TOKEN_TTL), prefix
         )
 
         def tx(conn: Connection) -> dict[str, Any]:
@@ -777,9 +789,15 @@ def _drop_member(conn: Connection, principal: Principal, tenant: str, user: str)
 
 
 def _new_token(
-    user: str, tenant: str, name: str, perm: str, patterns: list[str], expires_at: datetime | None
+    user: str,
+    tenant: str,
+    name: str,
+    perm: str,
+    patterns: list[str],
+    expires_at: datetime | None,
+    prefix: str = TOKEN_PREFIX,
 ) -> tuple[str, dict[str, Any]]:
-    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    secret = prefix + secrets.token_urlsafe(32)
     return secret, {
         "token_hash": secret_hash(secret),
         "prefix": secret[:14],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -108,6 +108,9 @@ class WriteInput:
     url: str | None
     # JSON of what an import claimed and was not granted (see TransferOps.import_lines); else None.
     claimed: str | None = None
+    # True when ``claimed`` comes from a writer's own claims (``write(claims=...)``): an edit merges
+    # them into the claims the lesson holds, so a field the writer did not repeat keeps its value.
+    merge_claims: bool = False
 
     @cached_property
     def content_hash(self) -> str:
@@ -185,10 +188,26 @@ class LessonOps:
     settings: Settings
 
     # -- writing ----------------------------------------------------------------------------
-    def write(self, principal: Principal, scope: str, key: str, value: str, **options: Any) -> dict[str, Any]:
-        """Create, edit or count a recurrence of a lesson, in one transaction."""
+    def write(
+        self,
+        principal: Principal,
+        scope: str,
+        key: str,
+        value: str,
+        *,
+        claims: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Create, edit or count a recurrence of a lesson, in one transaction.
+
+        ``claims``: what the writer says about the lesson that Cairn does not check or use (another
+        tool's provenance fields, e.g. LoreKit's host and origin_*), kept in ``claimed`` and shown as
+        claims; an edit merges them into the ones the lesson holds.
+        """
         principal.require(WRITE)
         inp = make_write(principal, scope, key, value, **options)
+        if claims:
+            inp = replace(inp, claimed=_claims_json(claims), merge_claims=True)
         principal.require(WRITE, inp.scope)
         # AccountOps: a scope bound to an org is written there (routed_write adds "routed_to").
         return self.routed_write(principal, inp.scope, lambda conn, target: self._write_tx(conn, target, inp))  # type: ignore[attr-defined]
@@ -292,7 +311,7 @@ class LessonOps:
             expires_at=now + inp.ttl if inp.ttl else before["expires_at"],
             # A new assertion at a retired address brings the address back into use.
             superseded_by=None,
-            claimed=inp.claimed if inp.claimed is not None else before.get("claimed"),
+            claimed=_merged_claims(before.get("claimed"), inp) if inp.claimed is not None else before.get("claimed"),
         )
         row = apply(conn, principal, before, state, "update", now)
         self._sight(conn, principal, row, now)
@@ -559,6 +578,31 @@ class LessonOps:
             .all()
         )
         return [dict(r) for r in rows]
+
+
+MAX_CLAIMS = 8192  # a writer's claims as JSON: a dozen short fields (an import's are bounded alike)
+
+
+def _claims_json(claims: dict[str, Any]) -> str:
+    if not isinstance(claims, dict):
+        raise CairnError("INVALID_INPUT", "claims must be a JSON object")
+    text = json.dumps(claims, ensure_ascii=False, sort_keys=True)
+    if len(text) > MAX_CLAIMS:
+        raise CairnError("INVALID_INPUT", f"claims are longer than {MAX_CLAIMS} characters as JSON")
+    return text
+
+
+def _merged_claims(held: str | None, inp: WriteInput) -> str | None:
+    """The claims an edit leaves: a writer's new claims over the held ones, one level deep."""
+    if not inp.merge_claims or not held:
+        return inp.claimed
+    out = json.loads(held)
+    for name, value in json.loads(inp.claimed or "{}").items():
+        if isinstance(value, dict) and isinstance(out.get(name), dict):
+            out[name] = {**out[name], **value}
+        else:
+            out[name] = value
+    return _claims_json(out)
 
 
 def _plain(value: Any) -> Any:

@@ -23,6 +23,8 @@ from typing import Any
 from cairn.errors import CairnError
 
 REPO_FILE = ".cairn.toml"
+# Sections a repository's .cairn.toml may not set: they decide where requests and keys go.
+HOME_ONLY = ("gateway",)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,25 @@ SPECS = (
     Spec("limit_max_lessons", ("limits", "max_lessons"), int, 0, 10**9, "lessons per tenant (0: no limit)"),
     Spec("limit_max_value_bytes", ("limits", "max_value_bytes"), int, 0, 65536, "bytes per value (0: 64 KiB)"),
     Spec("limit_writes_per_minute", ("limits", "writes_per_minute"), int, 0, 10**6, "writes a minute (0: none)"),
+    # The memory gateway (docs/gateway.md). Text settings: low/high bound their length.
+    Spec(
+        "gateway_upstream",
+        ("gateway", "upstream"),
+        str,
+        0,
+        2000,
+        "the provider's base URL the gateway forwards to; when set, cairn serve mounts the gateway too",
+    ),
+    Spec(
+        "gateway_upstream_key_env",
+        ("gateway", "upstream_key_env"),
+        str,
+        0,
+        100,
+        "name of the environment variable holding the provider key (the key itself is never configured)",
+    ),
+    Spec("gateway_port", ("gateway", "port"), int, 0, 65535, "cairn gateway's port (0: 8322)"),
+    Spec("gateway_extract", ("gateway", "extract"), int, 0, 1, "1: extract candidate lessons after each turn"),
 )
 _BY_PATH = {s.path: s for s in SPECS}
 # Environment names kept from before the [context] section existed.
@@ -99,6 +120,10 @@ class Settings:
     limit_max_lessons: int = 0
     limit_max_value_bytes: int = 0
     limit_writes_per_minute: int = 0
+    gateway_upstream: str = ""
+    gateway_upstream_key_env: str = ""
+    gateway_port: int = 0
+    gateway_extract: int = 0
     sources: dict[str, str] = field(default_factory=dict)
 
     def source(self, name: str) -> str:
@@ -134,7 +159,13 @@ def default_home() -> Path:
     return Path(os.environ.get("CAIRN_HOME") or Path.home() / ".cairn").expanduser()
 
 
-def _coerce(spec: Spec, raw: Any, where: str, code: str = "SETUP") -> int | float:
+def _coerce(spec: Spec, raw: Any, where: str, code: str = "SETUP") -> int | float | str:
+    if spec.kind is str:
+        if not isinstance(raw, str) or "\x00" in raw:
+            raise CairnError(code, f"{spec.dotted} must be text, got {raw!r} ({where})")
+        if not spec.low <= len(raw.strip()) <= spec.high:
+            raise CairnError(code, f"{spec.dotted} is longer than {int(spec.high)} characters ({where})")
+        return raw.strip()
     if isinstance(raw, bool):
         raise CairnError(code, f"{spec.dotted} must be a number, got {raw!r} ({where})")
     try:
@@ -208,6 +239,9 @@ def load(home: Path, cwd: Path | None = None) -> Settings:
         if path is None or not path.is_file():
             continue
         for key, raw in _read(path).items():
+            if key[0] in HOME_ONLY and path != layers[0]:
+                # A cloned repository must not point the gateway (and so the provider key) elsewhere.
+                raise CairnError("SETUP", f"{path}: [{key[0]}] settings are read from {layers[0]} only")
             spec = _BY_PATH[key]
             values[spec.name] = _coerce(spec, raw, str(path))
             sources[spec.name] = str(path)

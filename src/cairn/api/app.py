@@ -196,21 +196,33 @@ class RenameBody(Strict):
     name: Annotated[str, Field(min_length=1, max_length=200)]
 
 
-def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple[str, ...] | None = ()) -> FastAPI:
+def create_app(
+    svc: Cairn,
+    *,
+    mcp: bool = True,
+    allowed_hosts: list[str] | tuple[str, ...] | None = (),
+    gateway: Any = None,
+) -> FastAPI:
     """The API, with the MCP server mounted at ``/mcp`` (streamable HTTP, the same bearer tokens).
 
     ``allowed_hosts``: the names besides the loopback ones that ``Host``/``Origin`` may carry (see
     ``guard.HostGuard``); ``None`` turns the check off (a server exposed without ``--allow-host``).
+    ``gateway``: a ``cairn.gateway.app.Gateway`` whose routes (``/v1/chat/completions``,
+    ``/v1/messages``, ``/v1/models``) are served beside the API (``cairn serve`` with ``gateway.upstream``).
     """
     mounted = _mcp_app(svc) if mcp else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]
-        if mounted is None:
-            yield
-            return
-        async with mounted[0].session_manager.run():  # a mounted app's own lifespan never runs
-            yield
+        try:
+            if mounted is None:
+                yield
+                return
+            async with mounted[0].session_manager.run():  # a mounted app's own lifespan never runs
+                yield
+        finally:
+            if gateway is not None:
+                await gateway.close()
 
     app = FastAPI(
         title="Cairn",
@@ -230,6 +242,10 @@ def create_app(svc: Cairn, *, mcp: bool = True, allowed_hosts: list[str] | tuple
     app.mount(PREFIX, create_lorekit_app(svc))
     if mounted is not None:
         app.mount("/mcp", mounted[1])
+    if gateway is not None:
+        from cairn.gateway.app import router
+
+        app.include_router(router(gateway))
 
     @app.exception_handler(CairnError)
     async def _cairn_error(_request: Request, exc: CairnError) -> JSONResponse:

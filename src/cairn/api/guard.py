@@ -33,6 +33,10 @@ MAX_BODY_BYTES = 256 * 1024  # a lesson value is at most 64 KiB; room for the ot
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
 NDJSON = "application/x-ndjson"
 IMPORT_PATH = "/v1/import"
+# The memory gateway's requests carry whole conversations (long histories, images, documents): the
+# providers' own request cap (32 MB at Anthropic), not a lesson's.
+GATEWAY_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
+MAX_GATEWAY_BYTES = 32 * 1024 * 1024
 
 
 async def send_problem(
@@ -146,7 +150,12 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         kind = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
-        cap = MAX_IMPORT_BYTES if scope.get("path") == IMPORT_PATH and kind == NDJSON else MAX_BODY_BYTES
+        path = scope.get("path")
+        cap = MAX_BODY_BYTES
+        if path == IMPORT_PATH and kind == NDJSON:
+            cap = MAX_IMPORT_BYTES
+        elif path in GATEWAY_PATHS:
+            cap = MAX_GATEWAY_BYTES
         length = _header(scope, b"content-length")
         if length is not None:
             if not length.strip().isdigit() or int(length) > cap:

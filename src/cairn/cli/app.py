@@ -846,8 +846,10 @@ def _embed_imported(service: Cairn, p: Principal, result: dict[str, Any], no_emb
 
 def _register_account_commands() -> None:
     from cairn.cli.accounts import register
+    from cairn.cli.gateway import register as register_gateway
 
     register(app)
+    register_gateway(app)
 
 
 _register_account_commands()

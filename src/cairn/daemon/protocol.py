@@ -83,7 +83,7 @@ FORWARD_OP = "cli"
 # (``context``/``recall`` through ``cairn.client``), and doctor (it inspects this machine as the
 # caller sees it, the daemon included).
 LOCAL_VERBS = frozenset(
-    {"serve", "mcp", "memory-gateway", "hook", "install", "context", "recall", "doctor", "--version", "-V"}
+    {"serve", "gateway", "mcp", "memory-gateway", "hook", "install", "context", "recall", "doctor", "--version", "-V"}
 )
 # Environment that names what the daemon itself serves: a caller whose value differs (another
 # embedding model, a pinned clock) is not served by it and runs in its own process.

@@ -437,7 +437,9 @@ class Daemon:
         loopback = host in ("127.0.0.1", "localhost", "::1")
         # Off loopback without --allow-host the callers' names are unknown: no Host check, tokens guard it.
         hosts = self.allow_hosts if loopback or self.allow_hosts else None
-        app = create_app(self.svc, allowed_hosts=hosts)
+        from cairn.gateway.app import from_settings
+
+        app = create_app(self.svc, allowed_hosts=hosts, gateway=from_settings(self.svc))
 
         async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope.get("type") == "http":

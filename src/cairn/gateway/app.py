@@ -1,0 +1,293 @@
+"""The gateway's HTTP surface: ``POST /v1/chat/completions``, ``POST /v1/messages``, ``GET /v1/models``.
+
+A client points its base URL here and presents a Cairn token as its API key (``Authorization:
+Bearer cairn_…`` from OpenAI clients, ``x-api-key: cairn_…`` from Anthropic ones). The gateway
+resolves the token (tenancy, permissions, revocation are Cairn's), asks the service for the memory
+block of the request's working context, inserts it, and forwards the request with the gateway's own
+provider key. The answer is the upstream's: its status, its headers (hop-by-hop ones aside) and its
+bytes; ``stream: true`` answers are relayed event by event as they arrive, and a client that goes
+away closes the upstream request.
+
+The provider key lives in ``Upstream`` (excluded from its repr), is set on the outgoing request
+only, and is never logged, stored or echoed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from cairn.core import jsonin
+from cairn.core.gateway import attribution
+from cairn.errors import CairnError
+from cairn.gateway import protocols
+from cairn.service.conversations import Conversations
+
+log = logging.getLogger("cairn.gateway")
+
+# Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus what the relay recomputes.
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "content-encoding",
+        "accept-encoding",
+    }
+)
+# Credentials and Cairn's own headers never travel upstream: the provider sees the gateway's key only.
+_NOT_UPSTREAM = _HOP | {"authorization", "x-api-key", "cookie", "x-cairn-repo", "x-cairn-branch", "x-cairn-project"}
+_NOT_DOWNSTREAM = _HOP | {"set-cookie", "server", "date"}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where requests go and the provider key they carry (``key`` never in a repr or a log)."""
+
+    url: str
+    key: str | None = field(default=None, repr=False)
+    timeout: float = 600.0  # a long generation streams for minutes; the read timeout is per chunk
+
+    @property
+    def base(self) -> str:
+        """The provider's origin: a trailing ``/v1`` is dropped, the gateway's paths carry it."""
+        url = self.url.rstrip("/")
+        return url[:-3] if url.endswith("/v1") else url
+
+
+@dataclass
+class Gateway:
+    """The gateway's state: the service it reads through, the upstream and its HTTP client."""
+
+    conversations: Conversations
+    upstream: Upstream
+    client: Any = None  # httpx2.AsyncClient, opened on first use in the serving event loop
+
+    def http(self) -> Any:
+        import httpx2
+
+        if self.client is None:
+            self.client = httpx2.AsyncClient(
+                timeout=httpx2.Timeout(self.upstream.timeout, connect=30.0),
+                limits=httpx2.Limits(max_connections=256, max_keepalive_connections=64),
+                follow_redirects=False,
+                trust_env=False,  # no proxy or netrc from the environment may see the provider key
+            )
+        return self.client
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+
+
+def configure(cairn: Any, upstream: str | None = None, key_env: str | None = None) -> Gateway:
+    """The gateway over ``cairn`` for flags or, where a flag is absent, the ``[gateway]`` settings.
+
+    The provider key is read from the environment variable the configuration *names*; a key is never
+    a setting or a flag, so it is not in a config file, a shell history or ``cairn config show``.
+    """
+    import os
+
+    cfg = cairn.settings
+    url = (upstream or cfg.gateway_upstream or "").strip()
+    if not url.startswith(("http://", "https://")):
+        raise CairnError(
+            "INVALID_INPUT",
+            "no upstream: pass --upstream https://api.openai.com (or set gateway.upstream in config.toml)",
+        )
+    env = (key_env or cfg.gateway_upstream_key_env or "").strip()
+    key = None
+    if env:
+        key = os.environ.get(env, "").strip() or None
+        if key is None:
+            raise CairnError("INVALID_INPUT", f"${env} is empty or unset; export the provider key there")
+    return Gateway(Conversations(cairn), Upstream(url, key))
+
+
+def from_settings(cairn: Any) -> Gateway | None:
+    """The gateway ``cairn serve`` mounts: one when ``gateway.upstream`` is set, else none."""
+    return configure(cairn) if cairn.settings.gateway_upstream else None
+
+
+def _protocol_of(request: Request) -> str:
+    """Which SDK is calling: the endpoint says so; for ``/v1/models`` the credential header does."""
+    path = request.url.path
+    if path.endswith("/messages"):
+        return protocols.ANTHROPIC
+    if path.endswith("/chat/completions"):
+        return protocols.OPENAI
+    anthropic = "x-api-key" in request.headers or "anthropic-version" in request.headers
+    return protocols.ANTHROPIC if anthropic else protocols.OPENAI
+
+
+def _secret(request: Request) -> str:
+    key = request.headers.get("x-api-key", "").strip()
+    if key:
+        return key
+    auth = request.headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
+
+
+def _error(protocol: str, exc: CairnError) -> JSONResponse:
+    from cairn.api.problems import STATUS
+
+    status = STATUS.get(exc.code, 500)
+    return JSONResponse(protocols.error_body(protocol, status, exc.code, exc.message), status_code=status)
+
+
+def _upstream_headers(request: Request, protocol: str, upstream: Upstream) -> dict[str, str]:
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_UPSTREAM}
+    headers["accept-encoding"] = "identity"  # the bytes are relayed as they come, never re-encoded
+    if upstream.key:
+        if protocol == protocols.ANTHROPIC:
+            headers["x-api-key"] = upstream.key
+        else:
+            headers["authorization"] = f"Bearer {upstream.key}"
+    return headers
+
+
+def _downstream_headers(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in _NOT_DOWNSTREAM}
+
+
+def router(gateway: Gateway) -> APIRouter:
+    """The gateway's routes, for a standalone gateway or mounted in ``cairn serve``'s API."""
+    from cairn.hosts.protocols import looks_failed
+
+    api = APIRouter(tags=["gateway"])
+    conversations = gateway.conversations
+
+    async def principal_of(request: Request) -> Any:
+        secret = _secret(request)
+        if not secret:
+            raise CairnError(
+                "UNAUTHENTICATED", "the API key is a Cairn token: set OPENAI_API_KEY / ANTHROPIC_API_KEY to cairn_…"
+            )
+        return await anyio.to_thread.run_sync(conversations.cairn.resolve_token, secret)
+
+    async def proxy(request: Request) -> Response:
+        protocol = _protocol_of(request)
+        try:
+            principal = await principal_of(request)
+            raw = await request.body()
+            body = jsonin.loads(raw, "the request body")
+            if not isinstance(body, dict):
+                raise CairnError("INVALID_INPUT", "the request body must be a JSON object")
+            where = attribution(
+                repo=request.headers.get("x-cairn-repo"),
+                branch=request.headers.get("x-cairn-branch"),
+                project=request.headers.get("x-cairn-project"),
+                token_patterns=principal.scope_patterns,
+            )
+            turn = protocols.latest_turn(protocol, body)
+            memory = await anyio.to_thread.run_sync(
+                lambda: conversations.memory(principal, where, turn, failed=looks_failed(turn))
+            )
+        except CairnError as exc:
+            return _error(protocol, exc)
+        content = raw
+        if memory.block is not None:
+            content = json.dumps(protocols.inject(protocol, body, memory.block), ensure_ascii=False).encode()
+        return await relay(request, protocol, content)
+
+    async def relay(request: Request, protocol: str, content: bytes | None) -> Response:
+        client = gateway.http()
+        outgoing = client.build_request(
+            request.method,
+            gateway.upstream.base + request.url.path,
+            params=request.url.query or None,
+            headers=_upstream_headers(request, protocol, gateway.upstream),
+            content=content,
+        )
+        try:
+            upstream = await client.send(outgoing, stream=True)
+        except Exception as exc:  # noqa: BLE001 - any transport failure is the same answer to the client
+            log.warning("upstream unreachable: %s", type(exc).__name__)
+            status = 502
+            message = f"the upstream did not answer ({type(exc).__name__})"
+            body = protocols.error_body(protocol, status, "UPSTREAM", message)
+            return JSONResponse(body, status_code=status)
+        headers = _downstream_headers(upstream.headers)
+        if upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            return StreamingResponse(_events(upstream), status_code=upstream.status_code, headers=headers)
+        try:
+            payload = await upstream.aread()
+        finally:
+            await upstream.aclose()
+        return Response(payload, status_code=upstream.status_code, headers=headers)
+
+    @api.post("/v1/chat/completions", include_in_schema=False)
+    async def chat_completions(request: Request) -> Response:
+        """OpenAI Chat Completions, with the memory block as a system message."""
+        return await proxy(request)
+
+    @api.post("/v1/messages", include_in_schema=False)
+    async def messages(request: Request) -> Response:
+        """Anthropic Messages, with the memory block appended to ``system``."""
+        return await proxy(request)
+
+    @api.get("/v1/models", include_in_schema=False)
+    async def models(request: Request) -> Response:
+        """The upstream's model list, for a valid Cairn token (the provider key is the gateway's)."""
+        protocol = _protocol_of(request)
+        try:
+            await principal_of(request)
+        except CairnError as exc:
+            return _error(protocol, exc)
+        return await relay(request, protocol, None)
+
+    return api
+
+
+async def _events(upstream: Any) -> AsyncIterator[bytes]:
+    """Each chunk of the upstream's event stream as it arrives; the upstream closes when this ends.
+
+    Starlette cancels this generator when the client disconnects (it listens for ``http.disconnect``
+    while streaming); closing the upstream response then closes its connection, which is how the
+    provider learns to stop generating. The close is shielded: a cancelled scope would skip it.
+    """
+    try:
+        async for chunk in upstream.aiter_raw():
+            yield chunk
+    finally:
+        with anyio.CancelScope(shield=True):
+            await upstream.aclose()
+
+
+def create_gateway(gateway: Gateway, *, allowed_hosts: list[str] | tuple[str, ...] | None = ()) -> FastAPI:
+    """A standalone gateway (``cairn gateway``): the routes, a health check, the same HTTP guards as the API."""
+    import contextlib
+
+    from cairn.api.guard import BodyLimit, HostGuard
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]
+        yield
+        await gateway.close()
+
+    app = FastAPI(title="Cairn gateway", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    app.include_router(router(gateway))
+
+    @app.get("/v1/health", include_in_schema=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.add_middleware(BodyLimit)
+    app.add_middleware(HostGuard, allowed=None if allowed_hosts is None else list(allowed_hosts))
+    return app

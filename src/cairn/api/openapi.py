@@ -4,7 +4,7 @@ FastAPI's generated document promises a ``422`` with its own validation body on 
 which this server never sends (every refusal is ``application/problem+json`` with a stable code,
 ``400`` for invalid input), and names operations ``write_v1_lessons_post``. :func:`install`
 replaces the generator's output with the truth: the ``Problem`` schema under each error status an
-operation can answer, no ``422``, and the operation ids below.
+operation can answer, and no ``422``. Operation ids are the catalogue's (``service/catalog``).
 """
 
 from __future__ import annotations
@@ -17,57 +17,6 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 
 from cairn.api.problems import MEDIA_TYPE
-
-# route function name -> operationId (what a generated client's method is called)
-OPERATION_IDS = {
-    "health": "getHealth",
-    "write": "writeLesson",
-    "read": "readLesson",
-    "list_lessons": "listLessons",
-    "history": "lessonHistory",
-    "archive": "archiveLesson",
-    "restore": "restoreLesson",
-    "forget": "forgetLesson",
-    "feedback": "lessonFeedback",
-    "search": "searchLessons",
-    "recall": "recallLessons",
-    "context": "getContext",
-    "audit": "listAuditEntries",
-    "audit_verify": "verifyAudit",
-    "purge": "purgeLessons",
-    "supersede": "supersedeLesson",
-    "diff": "diffLessonVersions",
-    "link": "linkLessons",
-    "neighborhood": "lessonNeighborhood",
-    "tombstones": "listTombstones",
-    "unforget": "liftTombstone",
-    "review": "listReviewQueue",
-    "review_verify": "verifyLesson",
-    "review_reject": "rejectLesson",
-    "export": "exportLessons",
-    "import_": "importLessons",
-    "token_create": "createToken",
-    "token_list": "listTokens",
-    "token_revoke": "revokeToken",
-    "org_create": "createOrg",
-    "org_list": "listOrgs",
-    "org_rename": "renameOrg",
-    "org_delete": "deleteOrg",
-    "org_invite": "createInvite",
-    "org_invites": "listInvites",
-    "org_revoke_invite": "revokeInvite",
-    "org_accept": "acceptInvite",
-    "org_members": "listMembers",
-    "member_role": "setMemberRole",
-    "member_remove": "removeMember",
-    "org_leave": "leaveOrg",
-    "org_bindings": "listBindings",
-    "org_bind": "addBinding",
-    "org_unbind": "removeBinding",
-    "scopes": "listScopes",
-    "whoami": "whoami",
-    "limits": "getLimits",
-}
 
 ERROR_STATUSES = {
     "400": "Invalid input (INVALID_INPUT, INVALID_SCOPE, INVALID_KEY, INVALID_TTL, ...), with the corrected form "
@@ -93,7 +42,8 @@ class Problem(BaseModel):
 
 
 def operation_id(route: APIRoute) -> str:
-    return OPERATION_IDS.get(route.name, route.name)
+    """A route without a declared id (every catalogue route has one: ``Http.operation_id``)."""
+    return route.name
 
 
 def install(app: FastAPI) -> None:

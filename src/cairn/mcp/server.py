@@ -1,8 +1,9 @@
-"""Cairn's MCP server (official Python SDK 2.x): one tool per service operation an agent needs.
+"""Cairn's MCP server (official Python SDK 2.x): one tool per catalogue operation an agent needs.
 
-A surface only. Each tool validates its arguments through the SDK (pydantic, from the signature:
-sizes, enums and the scope grammar are in the schema the agent sees), resolves the caller, calls
-one service method and returns its answer as structured content. ``CairnMCP`` turns the SDK's own
+A surface only. The tools are derived from the catalogue (``service/catalog``): every operation
+with an MCP binding becomes a tool whose arguments are its input model's fields (sizes, enums and
+the scope grammar are in the schema the agent sees); the tool resolves the caller, runs the
+operation and returns its answer as structured content. ``CairnMCP`` turns the SDK's own
 argument errors (and unknown arguments, JSON past the bounds of ``core/jsonin``) into the same
 ``INVALID_INPUT`` refusal as every other surface. A refusal is a tool error whose
 text starts with the stable code and whose structured content is ``{"code", "message", "data"}``,
@@ -16,20 +17,24 @@ and resolved again for every call (a revoked token stops working mid-session).
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from copy import copy
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from cairn import __version__
 from cairn.core.jsonin import check
 from cairn.core.principal import Principal
 from cairn.errors import CairnError, invalid_input
-from cairn.fields import Branch, Cursor, Key, Repo, Scope, Tag, Value
 from cairn.service.api import Cairn
+from cairn.service.catalog import OPERATIONS, Operation, input_model
 
 INSTRUCTIONS = """Cairn is the team's memory of lessons learned: gotchas, fixes, conventions.
 Before work: call `context` with the repo and branch (or `recall` with an error you hit).
@@ -104,6 +109,49 @@ class CairnMCP(MCPServer):
             raise
 
 
+def _is_int(annotation: Any) -> bool:
+    """Whether an argument's type is an integer (``int | None`` included, ``bool`` not)."""
+    if annotation is int:
+        return True
+    return any(_is_int(arg) for arg in typing.get_args(annotation) if not isinstance(arg, (str, int)))
+
+
+def _argument(info: FieldInfo, default: Any) -> inspect.Parameter:
+    """The input model's field as a tool argument: its bounds, enums and text, its default.
+
+    MCP arguments are JSON, so an integer argument is strictly one (``true`` is not ``1``)."""
+    meta = copy(info)
+    meta.default, meta.default_factory = PydanticUndefined, None
+    strict = (Field(strict=True),) if _is_int(info.annotation) else ()
+    annotation = Annotated[(info.annotation, meta, *strict)]
+    return inspect.Parameter("x", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+
+
+def _register(mcp: CairnMCP, op: Operation, svc: Any, run: Callable[..., CallToolResult]) -> None:
+    """One tool for a catalogue operation: its arguments the input model's fields (or the binding's subset)."""
+    tool = op.mcp
+    assert tool is not None
+    fields = input_model(op).model_fields
+    params = []
+    for name in tool.fields or tuple(fields):
+        info = fields[name]
+        if name in tool.defaults:
+            default = tool.defaults[name]
+        elif info.is_required():
+            default = inspect.Parameter.empty
+        else:
+            default = info.get_default(call_default_factory=True)
+        params.append(_argument(info, default).replace(name=name))
+
+    def call(**arguments: Any) -> CallToolResult:
+        return run(lambda p: op.invoke(svc, p, arguments))
+
+    call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    call.__name__ = tool.name
+    hints = READ_ONLY if not op.writes else _changes(destructive=tool.destructive, idempotent=tool.idempotent)
+    mcp.cairn_tool(tool.description, hints)(call)
+
+
 def build(svc: Cairn, caller: Callable[[], Principal], *, auth: dict[str, Any] | None = None) -> MCPServer:
     """The server with every tool; ``caller`` returns the principal of the current call."""
     # WARNING: the SDK logs every session start at INFO, which would fill a server's log.
@@ -119,135 +167,8 @@ def build(svc: Cairn, caller: Callable[[], Principal], *, auth: dict[str, Any] |
         except CairnError as exc:
             return refused(exc)
 
-    @mcp.cairn_tool(
-        "Save a lesson (or edit the one at this scope+key; the same content again counts a recurrence).",
-        _changes(destructive=False, idempotent=False),
-    )
-    def write(
-        scope: Scope,
-        key: Key,
-        value: Value,
-        tags: Annotated[list[Tag], Field(max_length=32)] | None = None,
-        kind: Literal["lesson", "fact", "preference", "reference"] = "lesson",
-        trigger: Annotated[str | None, Field(max_length=500, description="what prompted it, e.g. the error")] = None,
-    ) -> CallToolResult:
-        return run(lambda p: svc.write(p, scope, key, value, tags=tags or [], kind=kind, trigger=trigger))
-
-    @mcp.cairn_tool("Read one lesson by scope and key.", READ_ONLY)
-    def read(scope: Scope, key: Key) -> CallToolResult:
-        return run(lambda p: svc.read(p, scope, key))
-
-    @mcp.cairn_tool(
-        "List active lessons, newest first, optionally of one scope or tag; pass next_cursor as "
-        "cursor for the next page.",
-        READ_ONLY,
-    )
-    def list_lessons(
-        scope: Scope | None = None,
-        tag: Annotated[str | None, Field(max_length=64)] = None,
-        limit: Annotated[int, Field(strict=True, ge=1, le=200)] = 50,
-        cursor: Cursor | None = None,
-    ) -> CallToolResult:
-        return run(lambda p: svc.list(p, scope, tag=tag, limit=limit, cursor=cursor))
-
-    @mcp.cairn_tool("Search lessons by meaning and words; give repo/branch to search their scope ladder.", READ_ONLY)
-    def search(
-        query: Annotated[str, Field(min_length=1, max_length=4000)],
-        repo: Repo | None = None,
-        branch: Branch | None = None,
-        limit: Annotated[int, Field(strict=True, ge=1, le=50)] = 10,
-        mode: Literal["hybrid", "fts", "vector"] = "hybrid",
-    ) -> CallToolResult:
-        return run(lambda p: svc.search(p, query, repo=repo, branch=branch, limit=limit, mode=mode))
-
-    @mcp.cairn_tool(
-        "Given an error message or failing output, return at most 3 lessons that fit it, or none.", READ_ONLY
-    )
-    def recall(
-        text: Annotated[str, Field(min_length=1, max_length=65536)],
-        repo: Repo | None = None,
-        branch: Branch | None = None,
-    ) -> CallToolResult:
-        return run(lambda p: svc.recall(p, text, repo=repo, branch=branch))
-
-    @mcp.cairn_tool(
-        "The lessons that matter for this repo/branch/task, as one block within a character budget.", READ_ONLY
-    )
-    def context(
-        repo: Repo | None = None,
-        branch: Branch | None = None,
-        task: Annotated[str | None, Field(max_length=4000)] = None,
-        max_chars: Annotated[int | None, Field(strict=True, ge=200, le=20000)] = None,
-    ) -> CallToolResult:
-        return run(lambda p: svc.context(p, repo=repo, branch=branch, task=task, max_chars=max_chars))
-
-    @mcp.cairn_tool("Every version of a lesson, oldest first.", READ_ONLY)
-    def history(scope: Scope, key: Key) -> CallToolResult:
-        return run(lambda p: svc.history(p, scope, key))
-
-    @mcp.cairn_tool(
-        "Replace a lesson with a better one; the old one is retired and linked.",
-        _changes(destructive=True, idempotent=False),
-    )
-    def supersede(
-        scope: Scope, key: Key, value: Value, old_scope: Scope | None = None, old_key: Key | None = None
-    ) -> CallToolResult:
-        target = (old_scope, old_key) if old_scope and old_key else None
-        return run(lambda p: svc.supersede(p, scope, key, value, supersedes=target))
-
-    @mcp.cairn_tool(
-        "Hide a lesson that no longer applies (reversible with restore).", _changes(destructive=True, idempotent=True)
-    )
-    def archive(scope: Scope, key: Key) -> CallToolResult:
-        return run(lambda p: svc.archive(p, scope, key))
-
-    @mcp.cairn_tool("Bring back an archived lesson.", _changes(destructive=False, idempotent=True))
-    def restore(scope: Scope, key: Key) -> CallToolResult:
-        return run(lambda p: svc.restore(p, scope, key))
-
-    @mcp.cairn_tool(
-        "Reject a wrong lesson for good: its content is refused under any key from now on.",
-        _changes(destructive=True, idempotent=True),
-    )
-    def forget(scope: Scope, key: Key, reason: Annotated[str, Field(min_length=1, max_length=2000)]) -> CallToolResult:
-        return run(lambda p: svc.forget(p, scope, key, reason))
-
-    @mcp.cairn_tool(
-        "Say whether a lesson helped; outcomes shape its ranking.", _changes(destructive=False, idempotent=False)
-    )
-    def feedback(scope: Scope, key: Key, outcome: Literal["helped", "not-helped"]) -> CallToolResult:
-        return run(lambda p: svc.feedback(p, scope, key, outcome))
-
-    @mcp.cairn_tool(
-        "Link two lessons: related, contradicts, or derived_from.", _changes(destructive=False, idempotent=True)
-    )
-    def link(
-        scope: Scope,
-        key: Key,
-        other_scope: Scope,
-        other_key: Key,
-        rel: Literal["related", "contradicts", "derived_from"],
-    ) -> CallToolResult:
-        return run(lambda p: svc.link(p, scope, key, other_scope, other_key, rel))
-
-    @mcp.cairn_tool("A lesson and the lessons linked to it, within a character budget.", READ_ONLY)
-    def neighborhood(
-        scope: Scope, key: Key, depth: Annotated[int, Field(strict=True, ge=1, le=3)] = 1
-    ) -> CallToolResult:
-        return run(lambda p: svc.neighborhood(p, scope, key, depth=depth))
-
-    @mcp.cairn_tool(
-        "The scopes that already hold lessons, with counts: reuse one before inventing a new scope.", READ_ONLY
-    )
-    def scopes() -> CallToolResult:
-        return run(lambda p: svc.scopes(p))
-
-    @mcp.cairn_tool("Candidate lessons awaiting a person's review, oldest first (next_cursor continues).", READ_ONLY)
-    def review(
-        scope: Scope | None = None,
-        limit: Annotated[int, Field(strict=True, ge=1, le=200)] = 50,
-        cursor: Cursor | None = None,
-    ) -> CallToolResult:
-        return run(lambda p: svc.review_queue(p, scope=scope, limit=limit, cursor=cursor))
+    for op in OPERATIONS:
+        if op.mcp is not None:
+            _register(mcp, op, svc, run)
 
     return mcp

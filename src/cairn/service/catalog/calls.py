@@ -1,0 +1,45 @@
+"""Operations whose input fields do not map one-to-one onto the facade's arguments.
+
+Each takes the facade, the caller and the validated input values (field -> value); the parsing of
+a duration string lives here, once, for every surface that sends one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ttl(values: dict[str, Any]) -> None:
+    from cairn.core.timeparse import parse_ttl
+
+    if values.get("ttl"):
+        values["ttl"] = parse_ttl(values["ttl"])
+
+
+def write(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    _ttl(values)
+    return svc.write(p, values.pop("scope"), values.pop("key"), values.pop("value"), **values)
+
+
+def supersede(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    _ttl(values)
+    old_scope, old_key = values.pop("old_scope", None), values.pop("old_key", None)
+    target = (old_scope, old_key) if old_scope and old_key else None
+    return svc.supersede(p, values.pop("scope"), values.pop("key"), values.pop("value"), supersedes=target, **values)
+
+
+def purge(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    from cairn.core.timeparse import parse_duration
+
+    raw = values.get("older_than")
+    older = parse_duration(raw, code="INVALID_INPUT") if raw else None
+    sweep = values["sweep"]
+    return svc.purge(p, expired=sweep == "expired", archived=sweep == "archived", older_than=older)
+
+
+def audit_verify(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    return svc.audit_verify(p, full=not values.get("fast", False))
+
+
+def export(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    return svc.export(p, active_only=values.get("active", False), scope=values.get("scope"))

@@ -1,0 +1,253 @@
+"""What a caller sends to each operation: one model per operation's input, for every surface.
+
+The HTTP API takes a model's fields from the route's path, its query string or its JSON body (see
+``catalog.Http``), the MCP tool takes them as arguments, and the OpenAPI document and the tools'
+schemas show their sizes, enums and patterns. A body refuses unknown fields (``Strict``); a query
+string ignores parameters it does not know (``Params``), as HTTP servers do.
+
+The field types are ``cairn.fields``'; the rules behind them stay the service's (a scope is
+checked by ``validate_scope``, which answers with the corrected form).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from cairn.core.roles import NAME_RE
+from cairn.fields import NO_NUL, Branch, Cursor, Duration, Key, Project, Repo, Scope, Tag, Value
+
+ORG_PATTERN = NAME_RE.pattern  # shown and enforced: the same rule as check_name's
+Org = Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
+User = Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
+RowId = Annotated[int, Field(ge=1, le=2**62)]
+Reason = Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NO_NUL)]
+Note = Annotated[str, Field(max_length=500, json_schema_extra=NO_NUL)]
+Role = Literal["viewer", "member", "admin", "owner"]
+Trust = Literal["candidate", "verified"]
+Mode = Literal["hybrid", "fts", "vector"]
+
+
+class Strict(BaseModel):
+    """A JSON body: an unknown field is refused (a typo must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Params(BaseModel):
+    """Query and path parameters."""
+
+
+class Nothing(Params):
+    """An operation that takes no input besides the caller."""
+
+
+# -- lessons ----------------------------------------------------------------------------------------
+class AddressQuery(Params):
+    scope: Scope
+    key: Key
+
+
+class ReadQuery(AddressQuery):
+    as_of: AwareDatetime | None = Field(None, description="what Cairn held at this time (ISO 8601)")
+    valid_at: AwareDatetime | None = Field(None, description="what was true in the world at this time (ISO 8601)")
+
+
+class DiffQuery(AddressQuery):
+    v1: Annotated[int, Field(ge=1)]
+    v2: Annotated[int, Field(ge=1)]
+
+
+class ListQuery(Params):
+    scope: Scope | None = None
+    tag: Tag | None = None
+    trust: Trust | None = None
+    archived: bool = False
+    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    cursor: Cursor | None = None
+
+
+class WriteBody(Strict):
+    scope: Scope
+    key: Key
+    value: Value
+    tags: list[Tag] = Field(default_factory=list, max_length=32)
+    kind: Literal["lesson", "fact", "preference", "reference"] = "lesson"
+    source_agent: Note | None = None
+    trigger: Note | None = Field(None, description="what prompted it, e.g. the error")
+    ttl: Duration | None = None
+    valid_from: AwareDatetime | None = Field(None, description="When it became true in the world (ISO 8601)")
+    valid_to: AwareDatetime | None = Field(None, description="When it stopped being true (ISO 8601)")
+
+
+class SupersedeBody(WriteBody):
+    old_scope: Scope | None = None
+    old_key: Key | None = None
+
+
+class AddressBody(Strict):
+    scope: Scope
+    key: Key
+
+
+class ForgetBody(AddressBody):
+    reason: Reason
+
+
+class FeedbackBody(AddressBody):
+    outcome: Literal["helped", "not-helped"]
+
+
+class PurgeBody(Strict):
+    sweep: Literal["expired", "archived"]
+    older_than: Duration | None = None
+
+
+class TombstonesQuery(Params):
+    include_lifted: bool = False
+    limit: Annotated[int, Field(ge=1, le=1000)] = 100
+    cursor: Cursor | None = None
+
+
+class UnforgetBody(Strict):
+    tombstone_id: RowId
+    reason: Reason
+
+
+# -- retrieval --------------------------------------------------------------------------------------
+class SearchBody(Strict):
+    query: Annotated[str, Field(min_length=1, max_length=4000)]
+    scopes: list[Scope] | None = None
+    repo: Repo | None = None
+    branch: Branch | None = None
+    project: Project | None = None
+    tag: Tag | None = None
+    trust: Trust | None = None
+    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    mode: Mode = "hybrid"
+
+
+class RecallBody(Strict):
+    text: Annotated[str, Field(min_length=1, max_length=65536)]
+    scopes: list[Scope] | None = Field(None, max_length=32)
+    repo: Repo | None = None
+    branch: Branch | None = None
+    project: Project | None = None
+
+
+class ContextBody(Strict):
+    repo: Repo | None = None
+    branch: Branch | None = None
+    project: Project | None = None
+    task: Annotated[str, Field(max_length=4000)] | None = None
+    max_chars: Annotated[int, Field(ge=200, le=20000)] | None = None
+    loop_cap: Annotated[int, Field(ge=0, le=100)] | None = None
+
+
+# -- graph, review ----------------------------------------------------------------------------------
+class LinkBody(AddressBody):
+    other_scope: Scope
+    other_key: Key
+    rel: Literal["related", "contradicts", "derived_from"]
+
+
+class NeighborhoodQuery(AddressQuery):
+    depth: Annotated[int, Field(ge=1, le=3)] = 1
+    budget: Annotated[int, Field(ge=100, le=20000)] = 2000
+
+
+class ReviewQuery(Params):
+    scope: Scope | None = None
+    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    cursor: Cursor | None = None
+
+
+# -- audit, transfer --------------------------------------------------------------------------------
+class AuditQuery(Params):
+    scope: Scope | None = None
+    key: Key | None = None
+    since: AwareDatetime | None = None
+    limit: Annotated[int, Field(ge=1, le=1000)] = 200
+    cursor: Cursor | None = None
+
+
+class AuditVerifyQuery(Params):
+    fast: bool = False
+
+
+class ExportQuery(Params):
+    active: bool = False
+    scope: Scope | None = None
+
+
+class ImportBody(Strict):
+    lines: list[Annotated[str, Field(max_length=200_000)]] = Field(max_length=10_000)
+
+
+# -- tokens -----------------------------------------------------------------------------------------
+class TokenBody(Strict):
+    perm: Literal["read", "write", "admin"] = "read"
+    scope_patterns: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=32)
+    org: Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None = None
+    expires: Annotated[str, Field(max_length=20, examples=["90d", "never"])] = "90d"
+    name: Annotated[str, Field(max_length=100)] | None = None
+    style: Literal["cairn", "lorekit"] = Field("cairn", description="lorekit: spelled lk_rw_…/lk_ro_… for LoreKit's CLI")
+
+
+class TokenListQuery(Params):
+    org: Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None = None
+    limit: Annotated[int, Field(ge=1, le=1000)] = 100
+    cursor: Cursor | None = None
+
+
+class TokenRevoke(Params):
+    token_id: RowId
+
+
+# -- orgs -------------------------------------------------------------------------------------------
+class OrgBody(Strict):
+    org: Org
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+class InOrg(Params):
+    org: Org
+
+
+class OrgRename(InOrg):
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class OrgDelete(InOrg):
+    confirm: Annotated[str, Field(max_length=64)] | None = None
+
+
+class OrgInvite(InOrg):
+    role: Role = "member"
+    expires: Annotated[str, Field(max_length=20)] = "7d"
+
+
+class InviteRevoke(InOrg):
+    invite_id: RowId
+
+
+class CodeBody(Strict):
+    code: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class MembersQuery(InOrg):
+    limit: Annotated[int, Field(ge=1, le=1000)] = 100
+    cursor: Cursor | None = None
+
+
+class MemberAddress(InOrg):
+    user: User
+
+
+class MemberRole(MemberAddress):
+    role: Role
+
+
+class OrgPattern(InOrg):
+    pattern: Annotated[str, Field(min_length=1, max_length=300)]

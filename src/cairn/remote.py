@@ -5,7 +5,9 @@ tools a ``RemoteCairn`` in place of the in-process ``Cairn``: every command call
 with the same arguments and renders the same answer, so a command behaves identically whichever
 side of the network the store is on. The server decides everything (tenancy, permissions, limits,
 the principal: it is the bearer token's, ``CAIRN_TOKEN``); this class only maps a call to a request
-and a problem+json refusal back to the ``CairnError`` with the same code.
+and a problem+json refusal back to the ``CairnError`` with the same code. The routes are the
+catalogue's (``service/catalog``): a method is derived from each declared operation, so a new one
+reaches the remote client without being written here.
 
 Standard library only (``urllib``): hooks call ``context``/``recall`` through here on every
 session start, and a remote answer must not first pay for importing an HTTP stack. ``urllib.request``
@@ -22,13 +24,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from cairn.errors import CODES, CairnError
+from cairn.service.catalog import OPERATIONS, Operation, operation
 
 if TYPE_CHECKING:
     import urllib.error
 
 URL_ENV = "CAIRN_URL"
 TIMEOUT = float(os.environ.get("CAIRN_HTTP_TIMEOUT") or 120)
-# The API's own page caps (src/cairn/api/app.py): a larger ``limit`` is gathered page by page.
+# The API's own page caps (the ``limit`` bounds in service/catalog/inputs.py): a larger ``limit``
+# is gathered page by page.
 PAGE_CAP = {"lessons": 500, "candidates": 500, "entries": 1000, "tombstones": 1000, "tokens": 1000, "members": 1000}
 NOT_REMOTE = (
     "runs where the database is, not over HTTP: run it on the server's host (with its --db URL), "
@@ -144,76 +148,47 @@ def _body(**fields: Any) -> dict[str, Any]:
     return {k: _json_value(v) for k, v in fields.items() if v is not None}
 
 
+def _path(name: str) -> str:
+    """The route of a catalogue operation (the hand-written methods below call it by name)."""
+    http = operation(name).http
+    assert http is not None
+    return http.path
+
+
 class RemoteCairn:
-    """The ``Cairn`` facade over HTTP. The ``principal`` argument is ignored: the token is the caller."""
+    """The ``Cairn`` facade over HTTP. The ``principal`` argument is ignored: the token is the caller.
+
+    Most methods are derived from the catalogue (:func:`_derived`, installed below the class); the
+    ones written here do more than map arguments to a request: page and re-sort, stream, send a
+    file, or refuse what only the server's host may do.
+    """
 
     def __init__(self, url: str, token: str | None, session: str | None = None) -> None:
         self.http = Http(url, token, session)
 
-    # -- lessons -----------------------------------------------------------------------------------
-    def write(self, _p: Any, scope: str, key: str, value: str, **opts: Any) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/lessons", body=_body(scope=scope, key=key, value=value, **opts))
+    def request(self, op: Operation, fields: dict[str, Any]) -> Any:
+        """``op``'s request with ``fields`` (input field -> value) placed where its route takes them."""
+        assert op.http is not None
+        path = op.http.path
+        for name in op.http.path_fields:
+            path = path.replace("{" + name + "}", _seg(str(fields.pop(name))))
+        if op.page and fields.get("limit") is not None:
+            return self._gather(path, op.page, fields.pop("limit"), fields)
+        if op.http.method == "POST":
+            return self.http.call("POST", path, body=_body(**fields))
+        return self.http.call(op.http.method, path, query=fields)
 
+    # -- lessons -----------------------------------------------------------------------------------
     def supersede(
         self, _p: Any, scope: str, key: str, value: str, *, supersedes: tuple[str, str] | None = None, **opts: Any
     ) -> dict[str, Any]:
         old = {"old_scope": supersedes[0], "old_key": supersedes[1]} if supersedes else {}
-        return self.http.call(
-            "POST", "/v1/lesson/supersede", body=_body(scope=scope, key=key, value=value, **old, **opts)
-        )
-
-    def read(
-        self, _p: Any, scope: str, key: str, *, as_of: datetime | None = None, valid_at: datetime | None = None
-    ) -> dict[str, Any]:
-        return self.http.call(
-            "GET", "/v1/lesson", query={"scope": scope, "key": key, "as_of": as_of, "valid_at": valid_at}
-        )
+        return self.http.call("POST", _path("supersede"), body=_body(scope=scope, key=key, value=value, **old, **opts))
 
     def list(self, _p: Any, scope: str | None = None, *, limit: int = 100, **filters: Any) -> dict[str, Any]:
-        out = self._gather("/v1/lessons", "lessons", limit, {"scope": scope, **filters})
+        out = self._gather(_path("list"), "lessons", limit, {"scope": scope, **filters})
         out["truncated"] = out["next_cursor"] is not None
         return out
-
-    def history(self, _p: Any, scope: str, key: str) -> dict[str, Any]:
-        return self.http.call("GET", "/v1/lesson/history", query={"scope": scope, "key": key})
-
-    def diff(self, _p: Any, scope: str, key: str, v1: int, v2: int) -> dict[str, Any]:
-        return self.http.call("GET", "/v1/lesson/diff", query={"scope": scope, "key": key, "v1": v1, "v2": v2})
-
-    def archive(self, _p: Any, scope: str, key: str) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/lesson/archive", body={"scope": scope, "key": key})
-
-    def restore(self, _p: Any, scope: str, key: str) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/lesson/restore", body={"scope": scope, "key": key})
-
-    def forget(self, _p: Any, scope: str, key: str, reason: str) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/lesson/forget", body={"scope": scope, "key": key, "reason": reason})
-
-    def reject(self, _p: Any, scope: str, key: str, reason: str) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/review/reject", body={"scope": scope, "key": key, "reason": reason})
-
-    def verify(self, _p: Any, scope: str, key: str) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/review/verify", body={"scope": scope, "key": key})
-
-    def feedback(self, _p: Any, scope: str, key: str, outcome: str) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/lesson/feedback", body={"scope": scope, "key": key, "outcome": outcome})
-
-    def unforget(self, _p: Any, tombstone_id: int, reason: str) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/tombstones/lift", body={"tombstone_id": tombstone_id, "reason": reason})
-
-    def tombstones(self, _p: Any, *, include_lifted: bool = False, limit: int = 1000, cursor: str | None = None):  # type: ignore[no-untyped-def]
-        return self._gather("/v1/tombstones", "tombstones", limit, {"include_lifted": include_lifted, "cursor": cursor})
-
-    def review_queue(self, _p: Any, *, scope: str | None = None, limit: int = 100, cursor: str | None = None):  # type: ignore[no-untyped-def]
-        return self._gather("/v1/review", "candidates", limit, {"scope": scope, "cursor": cursor})
-
-    def link(self, _p: Any, scope: str, key: str, scope2: str, key2: str, rel: str) -> dict[str, Any]:
-        body = {"scope": scope, "key": key, "other_scope": scope2, "other_key": key2, "rel": rel}
-        return self.http.call("POST", "/v1/lesson/link", body=body)
-
-    def neighborhood(self, _p: Any, scope: str, key: str, *, depth: int = 1, budget: int = 2000) -> dict[str, Any]:
-        query = {"scope": scope, "key": key, "depth": depth, "budget": budget}
-        return self.http.call("GET", "/v1/lesson/neighborhood", query=query)
 
     def purge(
         self, _p: Any, *, expired: bool = False, archived: bool = False, older_than: timedelta | None = None
@@ -221,35 +196,26 @@ class RemoteCairn:
         if expired == archived:
             raise CairnError("INVALID_INPUT", "purge takes exactly one of --expired or --archived")
         body = _body(sweep="expired" if expired else "archived", older_than=older_than)
-        return self.http.call("POST", "/v1/purge", body=body)
-
-    def scopes(self, _p: Any) -> dict[str, Any]:
-        return self.http.call("GET", "/v1/scopes")
+        return self.http.call("POST", _path("purge"), body=body)
 
     # -- retrieval ---------------------------------------------------------------------------------
-    def search(self, _p: Any, query: str, **opts: Any) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/search", body=_body(query=query, **opts))
-
-    def recall(self, _p: Any, text: str, **opts: Any) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/recall", body=_body(text=text, **opts))
-
     def context(self, _p: Any, **opts: Any) -> dict[str, Any]:
         opts.pop("settings", None)  # the server's settings rank its store
-        return self.http.call("POST", "/v1/context", body=_body(**opts))
+        return self.http.call("POST", _path("context"), body=_body(**opts))
 
     # -- audit, transfer ---------------------------------------------------------------------------
     def audit(self, _p: Any, *, limit: int = 200, **filters: Any) -> dict[str, Any]:
-        out = self._gather("/v1/audit", "entries", limit, filters)
+        out = self._gather(_path("audit"), "entries", limit, filters)
         out["entries"].sort(key=lambda e: e["seq"])  # pages go back in time; the service answers oldest first
         return out
 
     def audit_verify(self, _p: Any, *, full: bool = True) -> dict[str, Any]:
-        return self.http.call("GET", "/v1/audit/verify" + ("" if full else "?fast=true"))
+        return self.http.call("GET", _path("audit_verify"), query={"fast": True} if not full else None)
 
     def export(self, _p: Any, *, active_only: bool = False, scope: str | None = None) -> Iterator[str]:
         """The server's JSONL, streamed line by line (opened now, so a refusal comes before any output)."""
         resp = self.http.open(
-            "GET", "/v1/export", query={"active": active_only, "scope": scope}, accept="application/x-ndjson"
+            "GET", _path("export"), query={"active": active_only, "scope": scope}, accept="application/x-ndjson"
         )
 
         def lines() -> Iterator[str]:
@@ -272,7 +238,9 @@ class RemoteCairn:
         """One request with the whole file as NDJSON: the server imports it exactly as a local import."""
         payload = "".join(line + "\n" for line in lines).encode("utf-8")
         query = {"restore": True} if restore else None
-        result = self.http.call("POST", "/v1/import", query=query, raw=payload, content_type="application/x-ndjson")
+        result = self.http.call(
+            "POST", _path("import_lines"), query=query, raw=payload, content_type="application/x-ndjson"
+        )
         if progress:
             progress(result["records"], result["records"])
         return result
@@ -281,74 +249,16 @@ class RemoteCairn:
         raise CairnError("INVALID_INPUT", f"reindex {NOT_REMOTE}")
 
     # -- accounts ----------------------------------------------------------------------------------
-    def whoami(self, _p: Any) -> dict[str, Any]:
-        return self.http.call("GET", "/v1/whoami")
-
     def create_user(self, _p: Any, _name: str) -> dict[str, Any]:
         raise CairnError("FORBIDDEN", f"creating an account is the operator's, and {NOT_REMOTE}")
-
-    def token_create(self, _p: Any, **opts: Any) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/tokens", body=_body(**opts))
-
-    def token_list(self, _p: Any, org: str | None = None, *, limit: int = 1000, cursor: str | None = None):  # type: ignore[no-untyped-def]
-        return self._gather("/v1/tokens", "tokens", limit, {"org": org, "cursor": cursor})
-
-    def token_revoke(self, _p: Any, token_id: int) -> dict[str, Any]:
-        return self.http.call("POST", f"/v1/tokens/{int(token_id)}/revoke")
 
     def limits_show(self, _p: Any, tenant: str | None = None) -> dict[str, Any]:
         if tenant:
             raise CairnError("FORBIDDEN", f"another tenant's limits are the operator's, and that {NOT_REMOTE}")
-        return self.http.call("GET", "/v1/limits")
+        return self.http.call("GET", _path("limits_show"))
 
     def limits_set(self, _p: Any, *_a: Any, **_kw: Any) -> dict[str, Any]:
         raise CairnError("FORBIDDEN", f"setting limits is the operator's, and {NOT_REMOTE}")
-
-    def org_create(self, _p: Any, org: str, name: str | None = None) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/orgs", body=_body(org=org, name=name))
-
-    def org_list(self, _p: Any) -> dict[str, Any]:
-        return self.http.call("GET", "/v1/orgs")
-
-    def org_rename(self, _p: Any, org: str, name: str) -> dict[str, Any]:
-        return self.http.call("POST", f"/v1/orgs/{_seg(org)}/rename", body={"name": name})
-
-    def org_delete(self, _p: Any, org: str, confirm: str | None) -> dict[str, Any]:
-        return self.http.call("DELETE", f"/v1/orgs/{_seg(org)}", query={"confirm": confirm})
-
-    def org_invite(self, _p: Any, org: str, role: str, expires: str | None) -> dict[str, Any]:
-        return self.http.call("POST", f"/v1/orgs/{_seg(org)}/invites", body=_body(role=role, expires=expires))
-
-    def org_invites(self, _p: Any, org: str) -> dict[str, Any]:
-        return self.http.call("GET", f"/v1/orgs/{_seg(org)}/invites")
-
-    def org_revoke_invite(self, _p: Any, org: str, invite_id: int) -> dict[str, Any]:
-        return self.http.call("POST", f"/v1/orgs/{_seg(org)}/invites/{int(invite_id)}/revoke")
-
-    def org_accept(self, _p: Any, code: str) -> dict[str, Any]:
-        return self.http.call("POST", "/v1/invites/accept", body={"code": code})
-
-    def org_members(self, _p: Any, org: str, *, limit: int = 1000, cursor: str | None = None) -> dict[str, Any]:
-        out = self._gather(f"/v1/orgs/{_seg(org)}/members", "members", limit, {"cursor": cursor})
-        return out
-
-    def member_role(self, _p: Any, org: str, user: str, role: str) -> dict[str, Any]:
-        return self.http.call("POST", f"/v1/orgs/{_seg(org)}/members/{_seg(user)}/role", body={"role": role})
-
-    def member_remove(self, _p: Any, org: str, user: str) -> dict[str, Any]:
-        return self.http.call("DELETE", f"/v1/orgs/{_seg(org)}/members/{_seg(user)}")
-
-    def org_leave(self, _p: Any, org: str) -> dict[str, Any]:
-        return self.http.call("POST", f"/v1/orgs/{_seg(org)}/leave")
-
-    def org_bind(self, _p: Any, org: str, pattern: str) -> dict[str, Any]:
-        return self.http.call("POST", f"/v1/orgs/{_seg(org)}/bindings", body={"pattern": pattern})
-
-    def org_unbind(self, _p: Any, org: str, pattern: str) -> dict[str, Any]:
-        return self.http.call("POST", f"/v1/orgs/{_seg(org)}/bindings/remove", body={"pattern": pattern})
-
-    def org_bindings(self, _p: Any, org: str) -> dict[str, Any]:
-        return self.http.call("GET", f"/v1/orgs/{_seg(org)}/bindings")
 
     # -- paging ------------------------------------------------------------------------------------
     def _gather(self, path: str, field: str, limit: int, query: dict[str, Any]) -> dict[str, Any]:
@@ -377,3 +287,23 @@ class RemoteCairn:
 def _seg(part: str) -> str:
     """A path segment: an org or user name is escaped, so no name can reach another route."""
     return urllib.parse.quote(part, safe="")
+
+
+def _derived(op: Operation) -> Callable[..., Any]:
+    """A facade method for ``op``: positional arguments are its declared ``args``, keywords its
+    input fields (or the facade's names for them, ``op.rename``)."""
+    wire = {param: name for name, param in op.rename.items()}
+
+    def method(self: RemoteCairn, _p: Any, *args: Any, **kwargs: Any) -> Any:
+        fields = dict(zip(op.args, args, strict=False))
+        fields.update({wire.get(k, k): v for k, v in kwargs.items()})
+        return self.request(op, fields)
+
+    method.__name__ = method.__qualname__ = op.name
+    method.__doc__ = op.doc or None
+    return method
+
+
+for _op in OPERATIONS:
+    if _op.remote and _op.http is not None:
+        setattr(RemoteCairn, _op.name, _derived(_op))

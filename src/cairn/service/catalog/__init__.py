@@ -11,7 +11,8 @@ path), the MCP tool, the remote client's method. The surfaces are derived from t
 * ``runtime/remote.py`` (the HTTP client) gets one method per operation, with the facade's
   signature, mapping a call to the route's request.
 
-This module is standard library only: the remote client reads it on the hooks' cold path. The
+This module is standard library only (named tuples, not dataclasses, which import ``inspect``):
+the remote client reads it on the hooks' cold path. The
 models are named here and live in ``inputs.py`` (what a caller sends) and ``outputs.py`` (what the
 service answers); :func:`input_model` / :func:`output_model` load them when a surface is built.
 
@@ -24,16 +25,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 # What the caller's credential must carry. read/write/admin: the token's permission (cumulative);
 # "account": any unrestricted credential of the account (its own tokens, invites it accepts).
 Permission = Literal["read", "write", "admin", "account"]
 
 
-@dataclass(frozen=True)
-class Http:
+NONE: Mapping[str, Any] = MappingProxyType({})
+
+
+class Http(NamedTuple):
     """The route: ``{name}`` segments of ``path`` are input fields; the others travel as query
     parameters (GET, DELETE) or one JSON body (POST). ``custom``: the route is hand-written
     (``api/app.py``: streaming, a raw body) and only declared here."""
@@ -49,8 +52,7 @@ class Http:
         return tuple(re.findall(r"{(\w+)}", self.path))
 
 
-@dataclass(frozen=True)
-class Tool:
+class Tool(NamedTuple):
     """The MCP tool: its name, what the agent reads, the store hints, the input fields it exposes
     (all when ``fields`` is None) and the defaults it gives them where an agent wants fewer rows."""
 
@@ -59,11 +61,10 @@ class Tool:
     destructive: bool = False
     idempotent: bool = False
     fields: tuple[str, ...] | None = None
-    defaults: Mapping[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = NONE
 
 
-@dataclass(frozen=True)
-class Operation:
+class Operation(NamedTuple):
     name: str  # the facade method (``Cairn.<name>``)
     permission: Permission
     writes: bool
@@ -71,7 +72,7 @@ class Operation:
     output: str  # a model in ``catalog.outputs``
     doc: str = ""  # what the operation does, for people (the OpenAPI description)
     args: tuple[str, ...] = ()  # input fields the facade takes positionally, in its order
-    rename: Mapping[str, str] = field(default_factory=dict)  # input field -> the facade's keyword
+    rename: Mapping[str, str] = NONE  # input field -> the facade's keyword
     call: str | None = None  # a function in ``catalog.calls`` when the fields do not map one-to-one
     page: str | None = None  # the list field of a paged answer (``next_cursor`` continues it)
     http: Http | None = None
@@ -109,7 +110,7 @@ _L, _R, _G, _T, _A, _O, _V = "lessons", "retrieval", "graph", "transfer", "accou
 OPERATIONS: tuple[Operation, ...] = (
     # -- lessons ----------------------------------------------------------------------------------
     Operation(
-        "write", "write", True, "WriteBody", "Written", call="write",
+        "write", "write", True, "WriteBody", "Written", args=("scope", "key", "value"), call="write",
         doc="Create a lesson, edit it (a new version), or count a recurrence of the same content.",
         http=Http("POST", "/v1/lessons", "writeLesson", _L),
         mcp=Tool(

@@ -5,7 +5,7 @@ levels deep or with a 5,000-digit number ends as a bare 400 with FastAPI's text 
 inputs, an unhandled error). Parsing it here first, with :func:`cairn.core.jsonin.loads`, gives the
 same ``INVALID_INPUT`` problem+json as every other refusal; FastAPI then reuses the parsed value.
 
-Success bodies go out as the service built them: a response model (``api/responses.py``) checks and
+Success bodies go out as the service built them: a response model (``service/catalog/outputs.py``) checks and
 documents the answer but adds nothing, so a field the service left out stays out rather than
 arriving as ``null`` (the remote CLI and the local one print the same answer).
 """

@@ -192,7 +192,9 @@ class TokenBody(Strict):
     org: Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None = None
     expires: Annotated[str, Field(max_length=20, examples=["90d", "never"])] = "90d"
     name: Annotated[str, Field(max_length=100)] | None = None
-    style: Literal["cairn", "lorekit"] = Field("cairn", description="lorekit: spelled lk_rw_…/lk_ro_… for LoreKit's CLI")
+    style: Literal["cairn", "lorekit"] = Field(
+        "cairn", description="lorekit: spelled lk_rw_…/lk_ro_… for LoreKit's CLI"
+    )
 
 
 class TokenListQuery(Params):

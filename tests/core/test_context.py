@@ -433,7 +433,7 @@ def test_line_marks_trust_and_provenance_and_cuts_long_summaries() -> None:
     """Candidates say [unverified]; outside text says where it came from (neutralized); long text ends in …."""
     assert item(1, trust="candidate").line().endswith("[unverified]")
     assert "[unverified]" not in item(1, trust="verified").line()
-    via = item(1, provenance="webhook @evil>>> <<<").line()
+    via = item(1, provenance="via webhook @evil>>> <<<").line()
     assert via.endswith("[via webhook @evil\\x3e\\x3e\\x3e \\x3c\\x3c\\x3c]")
     long_line = item(1, summary="word " * 100).line()
     summary = long_line.split(" — ", 1)[1]

@@ -76,6 +76,9 @@ def create_app(
     from cairn.compat.lorekit.rest import PREFIX, create_lorekit_app  # LoreKit's remote protocol
 
     app.mount(PREFIX, create_lorekit_app(svc))
+    from cairn.webhooks.route import router as webhooks  # GitHub deliveries: signed, no bearer token
+
+    app.include_router(webhooks)
     if mounted is not None:
         app.mount("/mcp", mounted[1])
     if gateway is not None:

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cairn.api.problems import MEDIA_TYPE, problem
+from cairn.webhooks.github import PAYLOAD_PATH
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -37,6 +38,12 @@ IMPORT_PATH = "/v1/import"
 # providers' own request cap (32 MB at Anthropic), not a lesson's.
 GATEWAY_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
 MAX_GATEWAY_BYTES = 32 * 1024 * 1024
+# A GitHub delivery carries more than the comment: the pull request (its description included), the
+# repository and the sender. A comment and a PR description are each at most 65,536 characters,
+# up to 256 KiB apiece in UTF-8, and the objects around them tens of KiB, so 1 MiB holds any
+# delivery of the events Cairn takes with room to spare; GitHub's own ceiling (25 MB) is for
+# events Cairn never reads (pushes with thousands of commits), and is refused here unread.
+MAX_WEBHOOK_BYTES = 1024 * 1024
 
 
 async def send_problem(
@@ -156,6 +163,8 @@ class BodyLimit:
             cap = MAX_IMPORT_BYTES
         elif path in GATEWAY_PATHS:
             cap = MAX_GATEWAY_BYTES
+        elif path == PAYLOAD_PATH:
+            cap = MAX_WEBHOOK_BYTES
         length = _header(scope, b"content-length")
         if length is not None:
             if not length.strip().isdigit() or int(length) > cap:

@@ -108,7 +108,8 @@ class Item:
     trust: str
     bucket: str | None = None
     human: bool = False
-    provenance: str | None = None  # e.g. "webhook @alice" for text the tenant did not write
+    # Where text the tenant did not write came from: "from @alice on PR #12", "outside author, …".
+    provenance: str | None = None
     text_words: frozenset[str] = field(default_factory=frozenset)
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -118,7 +119,7 @@ class Item:
         if self.trust != "verified":
             marks += " [unverified]"
         if self.provenance:
-            marks += f" [via {_neutral(self.provenance, SUMMARY_MAX)}]"
+            marks += f" [{_neutral(self.provenance, SUMMARY_MAX)}]"
         return f"- ({self.scope}) {for_block(self.key)} — {summary}{marks}"
 
 
@@ -299,6 +300,8 @@ def recall_block(hits: Sequence[dict[str, object]]) -> str:
         assert isinstance(lesson, dict)
         value = _neutral(str(lesson["value"]), RECALL_VALUE_MAX)
         mark = "" if h["trust"] == "verified" else " [unverified]"
+        if h.get("provenance"):  # a webhook lesson: who wrote it, on which PR; outsiders said so
+            mark += f" [{_neutral(str(h['provenance']), SUMMARY_MAX)}]"
         lines.append(f"- ({h['scope']}) {for_block(str(h['key']))}{mark}: {value}")
     lines.append(FENCE_CLOSE)
     return "\n".join(lines)

@@ -33,7 +33,18 @@ from cairn.service import audit, limits
 from cairn.service.records import paged
 from cairn.settings import Settings
 from cairn.store.engine import Store, enter_tenant, set_caller
-from cairn.store.schema import invites, lessons, memberships, scope_bindings, tenant_limits, tenants, tokens, users
+from cairn.store.schema import (
+    invites,
+    lessons,
+    memberships,
+    scope_bindings,
+    tenant_limits,
+    tenants,
+    tokens,
+    users,
+    webhook_deliveries,
+    webhooks,
+)
 
 TOKEN_PREFIX = "cairn_"  # noqa: S105 - a prefix, not a secret
 # LoreKit's CLI reads a token's permission from its prefix (and warns on any other): a token made
@@ -277,6 +288,9 @@ class AccountOps:
                 .values(revoked_at=now, revoked_by=principal.actor)
             )
             conn.execute(delete(scope_bindings).where(scope_bindings.c.tenant_id == tenant))
+            # Its webhook secrets go too: a deleted org receives no more deliveries.
+            conn.execute(delete(webhook_deliveries).where(webhook_deliveries.c.tenant_id == tenant))
+            conn.execute(delete(webhooks).where(webhooks.c.tenant_id == tenant))
             conn.execute(delete(memberships).where(memberships.c.tenant_id == tenant))
             conn.execute(update(tenants).where(tenants.c.id == tenant).values(deleted_at=now))
             audit.record(conn, org_p, "org.delete", detail={"org": slug, "lessons_erased": len(ids)}, at=now)

@@ -24,6 +24,7 @@ from cairn.service.search import SearchOps
 from cairn.service.status import StatusOps
 from cairn.service.tombstones import ForgetOps
 from cairn.service.transfer import TransferOps
+from cairn.service.webhooks import WebhookOps
 from cairn.settings import Settings
 from cairn.store.engine import Store
 from cairn.store.schema import memberships, tenants, users
@@ -42,6 +43,7 @@ class Cairn(
     TransferOps,
     SearchOps,
     StatusOps,
+    WebhookOps,
 ):
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store

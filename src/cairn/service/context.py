@@ -383,6 +383,10 @@ def _items(
     if len(cache) > TEXT_CACHE:
         for stale in [k for k in cache if k not in rows][: len(cache) - TEXT_CACHE]:
             del cache[stale]
+    from cairn.service.webhooks import provenance_labels
+
+    hooked = [i for i in ids if i in rows and rows[i]["origin"] == "webhook"]
+    labels = provenance_labels(conn, principal.tenant_id, hooked) if hooked else {}
     items = []
     for n, lesson_id in zip(top, ids, strict=True):
         r = rows.get(lesson_id)
@@ -400,7 +404,7 @@ def _items(
                 trust=r["trust"],
                 bucket=bucket_names[bucket_code] if bucket_code >= 0 else None,
                 human=bool(arrays.human[p]),
-                provenance=_provenance(r["origin"], r["author"]),
+                provenance=labels.get(lesson_id) or _provenance(r["origin"], r["author"]),
                 text_words=core.lesson_words(r["key"], r["value"]),
                 extra={
                     "tags": json.loads(r["tags"]),
@@ -415,7 +419,7 @@ def _provenance(origin: str, author: str | None) -> str | None:
     """Text the tenant's own agents and people did not write says where it came from."""
     if origin in ("agent", "human", "import", "consolidation"):
         return None
-    return f"{origin} {author}" if author else origin
+    return f"via {origin} {author}" if author else f"via {origin}"
 
 
 def _public(item: core.Item) -> dict[str, Any]:

@@ -5,7 +5,8 @@ Rules that live here (and nowhere in a surface):
   checked inside the write transaction;
 * the same normalized content at the same address, or anywhere in the same scope, is a
   recurrence: ``seen_count`` goes up and no copy is made;
-* a candidate seen from ``promotion_threshold`` distinct sessions is promoted to verified;
+* a candidate seen from ``promotion_threshold`` distinct sessions is promoted to verified, unless
+  someone outside the repository wrote it (a webhook's third-party comment: a person verifies it);
 * an agent's edit to a lesson makes it a candidate again (new content has not earned trust),
   a person's write makes it verified.
 """
@@ -33,6 +34,8 @@ from cairn.service import limits
 from cairn.service.mutate import apply
 from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, paged, public, status
 from cairn.service.tombstones import check_tombstones
+from cairn.service.webhooks import outside as webhook_outside
+from cairn.service.webhooks import provenance as webhook_provenance
 from cairn.settings import Settings
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, sightings
@@ -111,6 +114,9 @@ class WriteInput:
     # True when ``claimed`` comes from a writer's own claims (``write(claims=...)``): an edit merges
     # them into the claims the lesson holds, so a field the writer did not repeat keeps its value.
     merge_claims: bool = False
+    # Written by someone outside the repository (a webhook's third-party comment): its recurrences
+    # never promote it; only a person's verification does (service/webhooks.py).
+    outside: bool = False
 
     @cached_property
     def content_hash(self) -> str:
@@ -235,7 +241,9 @@ class LessonOps:
             detail = None
             # With a threshold of 1 the first sighting already suffices; decided before the row is
             # written so one write stays one version and one audit row.
-            promote_now = principal.session and self.settings.promotion_threshold <= 1 and not import_mode
+            promote_now = (
+                principal.session and self.settings.promotion_threshold <= 1 and not import_mode and not inp.outside
+            )
             if state["trust"] == "candidate" and promote_now:
                 state["trust"] = "verified"
                 detail = {"promoted_by": "1 session"}
@@ -335,7 +343,11 @@ class LessonOps:
             state["trust"] = "verified"
             promoted_by = "human"
         added = self._sight(conn, principal, before, now)
-        if promoted_by is None and before["trust"] == "candidate":
+        # Text from outside the repository is promoted by a person only, never by being seen again.
+        outside = inp.outside or (
+            before["origin"] == "webhook" and webhook_outside(conn, principal.tenant_id, before["id"])
+        )
+        if promoted_by is None and before["trust"] == "candidate" and not outside:
             sessions = self._session_count(conn, principal, before["id"])
             if sessions >= self.settings.promotion_threshold:
                 state["trust"] = "verified"
@@ -427,7 +439,10 @@ class LessonOps:
                         data["superseded_by"] = {"scope": successor["scope"], "key": successor["key"]}
                         message += f" by {successor['scope']} {successor['key']}"
                     raise CairnError("NOT_FOUND", message, data)
-                return {"lesson": public(row, now)}
+                lesson = public(row, now)
+                if row["origin"] == "webhook":  # who wrote the comment, on which PR, file and line
+                    lesson["provenance"] = webhook_provenance(conn, principal.tenant_id, row["id"])
+                return {"lesson": lesson}
             versions = self._versions(conn, principal, row["id"])
             chosen = None
             if as_of is not None:

@@ -25,7 +25,7 @@ from cairn.service import audit, indexing
 from cairn.service.records import fetch
 from cairn.settings import Settings
 from cairn.store.engine import Store
-from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings
+from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings, webhook_provenance
 
 
 class PurgeOps:
@@ -140,6 +140,11 @@ def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:
     )
     conn.execute(delete(lesson_tags).where(lesson_tags.c.tenant_id == tenant, lesson_tags.c.lesson_id == lesson_id))
     conn.execute(delete(sightings).where(sightings.c.tenant_id == tenant, sightings.c.lesson_id == lesson_id))
+    conn.execute(
+        delete(webhook_provenance).where(
+            webhook_provenance.c.tenant_id == tenant, webhook_provenance.c.lesson_id == lesson_id
+        )
+    )
     conn.execute(
         delete(links).where(links.c.tenant_id == tenant, or_(links.c.src_id == lesson_id, links.c.dst_id == lesson_id))
     )

@@ -249,6 +249,7 @@ class SearchOps:
         chosen = [h for h in found.hits if h["relevance"] >= threshold]
         if mode == "hybrid":  # an arm alone keeps its own order (the eval measures each arm's ranking)
             chosen.sort(key=lambda h: -h["relevance"])
+        self._label_webhook_hits(principal, chosen[:limit])
         # The printable block travels with the answer, so every surface (hook, CLI, API, MCP) shows the same.
         return {
             "terms": [t for t, _ in found.terms][:24],
@@ -256,6 +257,20 @@ class SearchOps:
             "floor": threshold,
             "text": recall_block(chosen[:limit]),
         }
+
+    def _label_webhook_hits(self, principal: Principal, hits: list[dict[str, Any]]) -> None:
+        """A webhook lesson says who wrote it and on which PR (``provenance``), outsiders marked."""
+        named = [(h["scope"], h["key"]) for h in hits if h["lesson"].get("origin") == "webhook"]
+        if not named:
+            return
+        from cairn.service.webhooks import labels_by_address
+
+        labels = self.store.run(
+            lambda conn: labels_by_address(conn, principal.tenant_id, named), write=False, **principal.db_vars
+        )
+        for h in hits:
+            if (h["scope"], h["key"]) in labels:
+                h["provenance"] = labels[(h["scope"], h["key"])]
 
     def _retrieve(
         self,

@@ -44,7 +44,7 @@ PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 # Lock 0 of the namespace is the schema's (migrations); tenants hash into the rest.
 _SCHEMA_LOCK = f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, 0)"
 _TENANT_LOCK_EXPR = f"pg_advisory_xact_lock({ADVISORY_NAMESPACE}, hashtext(%(tenant)s))"
-_VARS = ("tenant", "user", "actor", "token", "invite")
+_VARS = ("tenant", "user", "actor", "token", "invite", "webhook")
 _SET_CALLER = f"SELECT set_config('role', '{APP_ROLE}', true), " + ", ".join(
     f"set_config('cairn.{name}', %({name})s, true)" for name in _VARS
 )

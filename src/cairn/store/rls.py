@@ -47,6 +47,7 @@ _T = "current_setting('cairn.tenant', true)"
 _U = "current_setting('cairn.user', true)"
 _TOKEN = "current_setting('cairn.token', true)"  # noqa: S105 - a setting's name, not a secret
 _INVITE = "current_setting('cairn.invite', true)"
+_WEBHOOK = "current_setting('cairn.webhook', true)"  # the repository a delivery names
 _MY_TENANTS = f"(SELECT m.tenant_id FROM memberships m WHERE m.user_id = {_U})"
 _OWN = f"tenant_id = {_T}"
 
@@ -65,6 +66,9 @@ DATA_TABLES = (
     "embed_state",
     "lesson_fts",
     "tenant_limits",
+    "webhooks",
+    "webhook_deliveries",
+    "webhook_provenance",
 )
 FULL = ("SELECT", "INSERT", "UPDATE", "DELETE")
 GRANTS: dict[str, tuple[str, ...]] = {t: FULL for t in DATA_TABLES}
@@ -116,6 +120,9 @@ POLICIES: list[tuple[str, str, str, str | None, str | None]] = [
     ("tokens", "cairn_read", "SELECT", f"{_OWN} OR user_id = {_U} OR token_hash = {_TOKEN}", None),
     ("tokens", "cairn_create", "INSERT", None, f"{_OWN} AND user_id = {_U}"),
     ("tokens", "cairn_change", "UPDATE", f"{_OWN} OR user_id = {_U}", f"{_OWN} OR user_id = {_U}"),
+    # A delivery is checked before its tenant is known: it may read the registrations of the one
+    # repository it names (their secrets verify its signature), and nothing else.
+    ("webhooks", "cairn_delivery", "SELECT", f"repo = {_WEBHOOK} AND {_WEBHOOK} <> ''", None),
 ]
 
 SECURED_TABLES = tuple(dict.fromkeys(t for t, *_ in POLICIES))

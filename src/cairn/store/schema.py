@@ -317,3 +317,51 @@ embed_state = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("generation", Integer, nullable=False, server_default="0"),  # +1 per drain commit (0003)
 )
+
+# GitHub webhooks (migration 0008 says why each looks like this; docs/webhooks.md the flow).
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("repo", String(200), nullable=False),
+    Column("secret", Text, nullable=False),  # as given: the HMAC needs it (never returned, never logged)
+    Column("previous_secret", Text),
+    Column("previous_until", UTCDateTime),
+    Column("counts", Text, nullable=False, server_default="{}"),  # JSON: outcome/reason -> count
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("rotated_at", UTCDateTime),
+    Column("last_delivery_at", UTCDateTime),
+    UniqueConstraint("tenant_id", "repo", name="uq_webhooks_tenant_repo"),
+    Index("ix_webhooks_repo", "repo"),
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("webhook_id", IdType, primary_key=True),
+    Column("delivery", String(64), primary_key=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("received_at", UTCDateTime, nullable=False),
+    Column("outcome", String(32), nullable=False),
+    Index("ix_webhook_deliveries_received", "webhook_id", "received_at"),
+)
+
+webhook_provenance = Table(
+    "webhook_provenance",
+    metadata,
+    Column("lesson_id", IdType, primary_key=True, autoincrement=False),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("webhook_id", IdType, nullable=False),
+    Column("delivery", String(64), nullable=False),
+    Column("login", String(100), nullable=False),
+    Column("association", String(40), nullable=False),
+    Column("outside", Boolean, nullable=False),
+    Column("url", Text),
+    Column("pr", Integer),
+    Column("path", Text),
+    Column("line", Integer),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_webhook_provenance_tenant", "tenant_id", "lesson_id"),
+)

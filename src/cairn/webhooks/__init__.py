@@ -1,0 +1,1 @@
+"""Capture from GitHub: review comments become attributed candidate lessons (docs/webhooks.md)."""

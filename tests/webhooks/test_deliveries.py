@@ -208,8 +208,8 @@ def test_an_oversized_delivery_is_refused_before_it_is_read(served: Served) -> N
     conn.close()
     chunked = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
-        chunked.request("POST", f"{PATH}?repo={A}", body=iter([body[i : i + 65536] for i in range(0, len(body), 65536)]),
-                        headers=headers, encode_chunked=True)  # fmt: skip
+        pieces = iter([body[i : i + 65536] for i in range(0, len(body), 65536)])
+        chunked.request("POST", f"{PATH}?repo={A}", body=pieces, headers=headers, encode_chunked=True)
         status = chunked.getresponse().status
     except (BrokenPipeError, ConnectionResetError):
         status = 413  # the server answered and closed while the rest was still streaming

@@ -784,7 +784,10 @@ def export_(
 def import_(
     file: Annotated[str, typer.Argument(help="JSONL file, or '-' for stdin (with --from: the corpus directory)")],
     source: Annotated[
-        str | None, typer.Option("--from", help="memory-gateway: import that tool's Markdown corpus")
+        str | None,
+        typer.Option(
+            "--from", help="memory-gateway: that tool's Markdown corpus; lorekit: LoreKit's local store (a tier dir)"
+        ),
     ] = None,
     scope: Annotated[str | None, typer.Option(help="With --from: the scope (default project::<dir name>)")] = None,
     no_embed: Annotated[
@@ -808,7 +811,21 @@ def import_(
 
     Then embeds what it queued, with a second progress bar, so the store answers searches by meaning
     when the command returns (Ctrl-C stops the embedding safely: what is left stays queued)."""
+    if source is not None and source not in ("lorekit", "memory-gateway"):
+        raise CairnError("INVALID_INPUT", f"--from must be lorekit or memory-gateway; got {source!r}")
     service, p = svc()
+    if source == "lorekit":
+        from cairn.compat.lorekit.importer import import_store
+
+        if scope is not None:
+            raise CairnError("INVALID_INPUT", "--scope does not apply to --from lorekit: each memory keeps its scope")
+        with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="importing") as tick:
+            result = import_store(service, p, file, progress=tick)
+        for line in result["notes"]:
+            S.out.note(f"skipped {line}")
+        text = render.import_result(result) + f" from {result['files']} file(s) in {result['store']}"
+        S.out.ok(result, text + _embed_imported(service, p, result, no_embed))
+        return
     if source is not None or scope is not None:
         from cairn.compat.memory_gateway.importer import import_corpus
 

@@ -15,8 +15,13 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from cairn.core.roles import NAME_RE
+from cairn.core.principal import LEVELS
+from cairn.core.roles import NAME_RE, ROLES
 from cairn.fields import NO_NUL, Branch, Cursor, Duration, Key, Project, Repo, Scope, Tag, Value
+from cairn.service.graph import USER_RELS
+from cairn.service.lifecycle import OUTCOMES
+from cairn.service.records import KINDS
+from cairn.service.search import MODES
 
 ORG_PATTERN = NAME_RE.pattern  # shown and enforced: the same rule as check_name's
 Org = Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
@@ -24,9 +29,10 @@ User = Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
 RowId = Annotated[int, Field(ge=1, le=2**62)]
 Reason = Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NO_NUL)]
 Note = Annotated[str, Field(max_length=500, json_schema_extra=NO_NUL)]
-Role = Literal["viewer", "member", "admin", "owner"]
-Trust = Literal["candidate", "verified"]
-Mode = Literal["hybrid", "fts", "vector"]
+# The enums are the service's own tuples (``Literal[T]`` of a tuple is its values), never re-typed.
+Role = Literal[ROLES]  # type: ignore[valid-type]
+Trust = Literal["candidate", "verified"]  # what a filter may ask for (rejected lessons are never listed)
+Mode = Literal[MODES]  # type: ignore[valid-type]
 
 
 class Strict(BaseModel):
@@ -73,7 +79,7 @@ class WriteBody(Strict):
     key: Key
     value: Value
     tags: list[Tag] = Field(default_factory=list, max_length=32)
-    kind: Literal["lesson", "fact", "preference", "reference"] = "lesson"
+    kind: Literal[KINDS] = "lesson"  # type: ignore[valid-type]
     source_agent: Note | None = None
     trigger: Note | None = Field(None, description="what prompted it, e.g. the error")
     ttl: Duration | None = None
@@ -96,7 +102,7 @@ class ForgetBody(AddressBody):
 
 
 class FeedbackBody(AddressBody):
-    outcome: Literal["helped", "not-helped"]
+    outcome: Literal[tuple(OUTCOMES)]  # type: ignore[valid-type]
 
 
 class PurgeBody(Strict):
@@ -149,7 +155,7 @@ class ContextBody(Strict):
 class LinkBody(AddressBody):
     other_scope: Scope
     other_key: Key
-    rel: Literal["related", "contradicts", "derived_from"]
+    rel: Literal[USER_RELS]  # type: ignore[valid-type]
 
 
 class NeighborhoodQuery(AddressQuery):
@@ -187,7 +193,7 @@ class ImportBody(Strict):
 
 # -- tokens -----------------------------------------------------------------------------------------
 class TokenBody(Strict):
-    perm: Literal["read", "write", "admin"] = "read"
+    perm: Literal[LEVELS] = "read"  # type: ignore[valid-type]
     scope_patterns: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=32)
     org: Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None = None
     expires: Annotated[str, Field(max_length=20, examples=["90d", "never"])] = "90d"

@@ -37,9 +37,9 @@ def build(url: str, size: int) -> tuple[Any, Any, dict[str, float]]:
     from cairn.core.content import content_hash
     from cairn.core.principal import local_principal
     from cairn.core.timeparse import utcnow
+    from cairn.runtime.settings import Settings
     from cairn.service.api import Cairn
     from cairn.service.mutate import Change, apply_many
-    from cairn.settings import Settings
     from cairn.store.engine import Store
     from cairn.store.schema import lessons
 

@@ -157,8 +157,8 @@ def run_cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.Comp
 # -- (a) in process ---------------------------------------------------------------------------
 def bench_service(tmp: Path, n: int, cap_s: float) -> dict[str, Any]:
     from cairn.core.principal import local_principal
+    from cairn.runtime.settings import Settings
     from cairn.service.api import Cairn
-    from cairn.settings import Settings
     from cairn.store.engine import Store, sqlite_url
 
     home = tmp / "service"

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from cairn.core.principal import Principal, local_principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store, sqlite_url
 from tests.pg_server import PgServer, postgres_or_skip
 

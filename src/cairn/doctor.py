@@ -58,7 +58,7 @@ def run(home: Path, db: str | None, cwd: Path) -> dict[str, Any]:
 
 
 def _store(home: Path, db: str | None) -> tuple[list[Check], Any]:
-    from cairn.local import database_url
+    from cairn.runtime.local import database_url
     from cairn.store.engine import Store, redact_url, sqlite_url
 
     url = database_url(home, db)
@@ -146,8 +146,8 @@ def _schema(store: Any) -> Check:
 
 
 def _daemon(home: Path) -> Check:
-    from cairn.client import ask_daemon
     from cairn.daemon import protocol
+    from cairn.runtime.client import ask_daemon
 
     sock = Path(protocol.socket_path(home))
     loose = sorted({str(d) for d in (home, sock.parent) if d.exists() and stat.S_IMODE(d.stat().st_mode) & 0o077})
@@ -305,7 +305,7 @@ def _option(command: str | None, name: str) -> str | None:
 
 def _git(cwd: Path) -> Check:
     from cairn.core.scope import ladder
-    from cairn.gitinfo import detect
+    from cairn.runtime.gitinfo import detect
 
     found = detect(cwd)
     rungs = ladder(repo=found.repo, branch=found.branch, project=found.project)

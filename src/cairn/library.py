@@ -1,6 +1,6 @@
 """Cairn as a Python library: ``cairn.open()`` gives a store with the caller's principal bound.
 
-The CLI, the daemon and the hooks reach the service through ``cairn.local``; so does this module, so a
+The CLI, the daemon and the hooks reach the service through ``cairn.runtime.local``; so does this module, so a
 program that imports Cairn opens the same database with the same settings and acts as the same
 account as ``cairn`` would in its place (the local account, or ``CAIRN_TOKEN``'s / ``token=``'s).
 Every method is one service operation in one transaction and returns what ``--json`` prints as
@@ -42,7 +42,7 @@ def open(
     """
     import os
 
-    from cairn.local import open_service, principal_for, resolve_home
+    from cairn.runtime.local import open_service, principal_for, resolve_home
 
     session = session or os.environ.get("CAIRN_SESSION") or None
     where = resolve_home(home)
@@ -127,8 +127,8 @@ class Memory:
         ``cwd`` fills in what is not given from that directory's git checkout (and applies its
         ``.cairn.toml``), as ``cairn context`` does for its working directory.
         """
-        from cairn import settings as settings_mod
         from cairn.daemon.ops import where
+        from cairn.runtime import settings as settings_mod
 
         params = {"repo": repo, "branch": branch, "project": project, "cwd": str(cwd) if cwd is not None else None}
         repo, branch, project, checkout = where(params)

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from cairn.errors import CairnError
-from cairn.remote import RemoteCairn
+from cairn.runtime.remote import RemoteCairn
 from cairn.service.catalog import OPERATIONS, Operation, input_model, output_model
 from tests.api.conftest import Api
 from tests.mcp.test_http import _with

@@ -288,7 +288,7 @@ def test_import_carries_data_not_authority_over_http(api: Api) -> None:
     from dataclasses import replace
 
     from cairn.errors import CairnError
-    from cairn.remote import RemoteCairn
+    from cairn.runtime.remote import RemoteCairn
 
     alice = api.svc.resolve_token(api.alice)
     api.svc.write(replace(alice, human=True), "global", "claimed-lesson", "Alice vouched for this, in her store.")
@@ -328,7 +328,7 @@ def test_import_carries_data_not_authority_over_http(api: Api) -> None:
 def test_an_admin_restore_over_http_is_exact_and_audited(api: Api) -> None:
     from dataclasses import replace
 
-    from cairn.remote import RemoteCairn
+    from cairn.runtime.remote import RemoteCairn
 
     alice = api.svc.resolve_token(api.alice)
     api.svc.write(replace(alice, human=True), "project::restore", "exact", "Restored exactly as written.")

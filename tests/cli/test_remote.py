@@ -1,7 +1,7 @@
 """The CLI against a remote Cairn (``--url`` + ``CAIRN_TOKEN``) behaves as it does on a local store.
 
 One script of commands runs three times: in process on a local store, through ``cairn serve``'s HTTP
-API on another, and forwarded whole to a local daemon (``cairn.daemon.forward``) on a third. Each
+API on another, and forwarded whole to a local daemon (``cairn.runtime.forward``) on a third. Each
 triple of envelopes must match once the values that differ by nature (times, chain hashes, token
 secrets) are masked: same data, same refusals with the same codes, same exit codes.
 """

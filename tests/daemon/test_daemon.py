@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.client import ask_daemon
 from cairn.daemon import protocol
+from cairn.runtime.client import ask_daemon
 from tests.conftest import run_cli
 
 PING = {"v": protocol.PROTOCOL, "op": "ping", "params": {}}
@@ -177,7 +177,7 @@ def test_another_user_is_refused_even_if_the_socket_mode_is_widened() -> None:
 
 def test_an_answer_sent_before_the_request_is_still_read() -> None:
     """The client reads a refusal even when the daemon answered and closed before the client wrote."""
-    from cairn.client import exchange
+    from cairn.runtime.client import exchange
 
     ours, daemon_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     refusal = {"ok": False, "error": {"code": "FORBIDDEN", "message": "not the daemon's owner", "data": None}}

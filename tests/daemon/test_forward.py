@@ -1,4 +1,4 @@
-"""Every command through the local daemon (``cairn.daemon.forward``), and the daemon started on demand.
+"""Every command through the local daemon (``cairn.runtime.forward``), and the daemon started on demand.
 
 What must hold: a forwarded command prints what the same command prints in its own process (stdout,
 stderr, exit code), reads the caller's stdin and writes files relative to the caller's directory
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from cairn.client import ask_daemon
-from cairn.daemon import forward
-from cairn.settings import SPECS
+from cairn.runtime import forward
+from cairn.runtime.client import ask_daemon
+from cairn.runtime.settings import SPECS
 from tests.conftest import run_cli
 from tests.daemon.test_daemon import PING, start_daemon, stop_daemon
 

@@ -78,8 +78,8 @@ def _serve(home: Path, *flags: str, env: dict[str, str] | None = None) -> subpro
 
 
 def test_a_taken_default_port_leaves_the_socket_serving(cairn_home: Path, tmp_path: Path) -> None:
-    from cairn.client import ask_daemon
     from cairn.daemon import protocol
+    from cairn.runtime.client import ask_daemon
 
     log = tmp_path / "serve.log"  # a file, so the test can wait for the note without blocking on a pipe
     with socket.socket() as taken, log.open("w") as err_file:
@@ -129,8 +129,8 @@ def test_no_http_serves_the_socket_only(cairn_home: Path) -> None:
     port = _free_port()
     proc = _serve(cairn_home, "--no-http", env=_env(CAIRN_HTTP_PORT=str(port)))
     try:
-        from cairn.client import ask_daemon
         from cairn.daemon import protocol
+        from cairn.runtime.client import ask_daemon
 
         deadline = time.monotonic() + 90
         while ask_daemon(cairn_home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}}) is None:

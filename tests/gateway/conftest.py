@@ -14,9 +14,9 @@ import pytest
 
 from cairn.core.principal import Principal, local_principal
 from cairn.gateway.app import Gateway, Upstream, create_gateway
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.service.conversations import Conversations
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from tests.conftest import new_store_url
 from tests.gateway.fake_upstream import Fake, app

@@ -17,8 +17,8 @@ import pytest
 
 from cairn.core.principal import Principal
 from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from tests.contract import refused, rows, snapshot
 

@@ -9,8 +9,8 @@ import pytest
 
 from cairn.core.principal import Principal
 from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store
 
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from cairn.core.context import FENCE_CLOSE, FENCE_OPEN
 from cairn.core.principal import Principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from tests.conftest import human, session
 from tests.contract import refused

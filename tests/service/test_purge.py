@@ -6,8 +6,8 @@ import json
 from datetime import timedelta
 
 from cairn.core.principal import Principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from tests.contract import audit_rows, raw, refused, rows, snapshot
 
 S = "repo::acme/widget"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from tests.conftest import session
 from tests.contract import audit_rows, rows
 

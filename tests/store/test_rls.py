@@ -16,8 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from cairn.core.principal import Principal, local_principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from cairn.store.rls import APP_ROLE, SECURED_TABLES
 from tests.conftest import new_store_url

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cairn.errors import CairnError
-from cairn.local import database_url
+from cairn.runtime.local import database_url
 from cairn.store.engine import normalize_url, redact_url
 
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from cairn.core.principal import Principal, local_principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from tests.conftest import new_store_url
 from tests.http_server import serving

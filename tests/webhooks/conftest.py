@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from cairn.core.principal import Principal, local_principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from tests.conftest import new_store_url
 from tests.daemon.test_daemon import _env, stop_daemon

@@ -120,7 +120,7 @@ def complete(complete_var: str) -> int:
 
 
 def _home() -> Path:
-    from cairn.local import ensure_home, resolve_home
+    from cairn.runtime.local import ensure_home, resolve_home
 
     return ensure_home(resolve_home(S.g.home))
 
@@ -133,12 +133,12 @@ def svc() -> tuple[Cairn, Principal]:
         if remote is not None:
             import os
 
-            from cairn.local import TOKEN_ENV
-            from cairn.remote import RemoteCairn
+            from cairn.runtime.local import TOKEN_ENV
+            from cairn.runtime.remote import RemoteCairn
 
             S.svc = RemoteCairn(remote, os.environ.get(TOKEN_ENV, "").strip(), S.g.session)  # type: ignore[assignment]
             return S.svc, None  # type: ignore[return-value]
-        from cairn.local import open_service, principal_for
+        from cairn.runtime.local import open_service, principal_for
 
         S.svc = open_service(_home(), cwd=Path.cwd(), db=S.g.db)
         S.principal = principal_for(S.svc, session=S.g.session, human=S.g.human)
@@ -147,7 +147,7 @@ def svc() -> tuple[Cairn, Principal]:
 
 
 def _remote_url() -> str | None:
-    from cairn.remote import configured_url
+    from cairn.runtime.remote import configured_url
 
     url = configured_url(S.g.url)
     if url is not None and S.g.db:
@@ -158,7 +158,7 @@ def _remote_url() -> str | None:
 def _local_only(what: str) -> None:
     """Commands that act on a database or this machine, never through a server's API."""
     if _remote_url() is not None:
-        from cairn.remote import NOT_REMOTE
+        from cairn.runtime.remote import NOT_REMOTE
 
         raise CairnError("INVALID_INPUT", f"{what} {NOT_REMOTE}")
 
@@ -555,7 +555,7 @@ def config_default(ctx: typer.Context) -> None:
 @config_app.command("show")
 def config_show() -> None:
     """Every setting's effective value and where it came from (default, file, environment)."""
-    from cairn import settings as settings_mod
+    from cairn.runtime import settings as settings_mod
 
     home = _home()
     cfg = settings_mod.load(home, Path.cwd())
@@ -582,7 +582,7 @@ def db_default(ctx: typer.Context) -> None:
 def db_status() -> None:
     """Which database this command uses and whether its schema is current (changes nothing)."""
     _local_only("cairn db status")
-    from cairn.local import database_url
+    from cairn.runtime.local import database_url
     from cairn.store.engine import Store, redact_url
     from cairn.store.migrations import HEAD
 
@@ -611,7 +611,7 @@ def db_status() -> None:
 def db_upgrade() -> None:
     """Run the schema migrations up to the newest revision (the same history on SQLite and Postgres)."""
     _local_only("cairn db upgrade")
-    from cairn.local import database_url
+    from cairn.runtime.local import database_url
     from cairn.store.engine import Store, redact_url
     from cairn.store.migrations import HEAD
 
@@ -687,8 +687,8 @@ def serve(
 @app.command()
 def status() -> None:
     """The store (active lessons), the local daemon (pid, uptime, idle exit) and the embedding queue."""
-    from cairn.client import ask_daemon
-    from cairn.daemon import forward, protocol
+    from cairn.runtime import forward, protocol
+    from cairn.runtime.client import ask_daemon
     from cairn.store.engine import redact_url
 
     _local_only("cairn status")
@@ -728,7 +728,7 @@ def doctor() -> None:
     """Check this machine's Cairn: store, schema, daemon, model, installed hooks, git detection; says
     what to do about each problem. Exit 0 healthy, 1 when a problem was found."""
     from cairn import doctor as doctor_mod
-    from cairn.local import resolve_home
+    from cairn.runtime.local import resolve_home
 
     _local_only("cairn doctor")
     report = doctor_mod.run(resolve_home(S.g.home), S.g.db, Path.cwd())
@@ -883,7 +883,7 @@ def mcp_stdio() -> None:
         service.whoami(None)  # type: ignore[arg-type]  # a bad token or URL stops it here, with the reason
         server = build(service, lambda: None)  # type: ignore[arg-type,return-value]  # the token is the caller
     else:
-        from cairn.local import principal_for
+        from cairn.runtime.local import principal_for
 
         # Resolved per call: a token revoked mid-session stops working at its next call.
         server = build(service, lambda: principal_for(service, session=S.g.session, human=S.g.human))

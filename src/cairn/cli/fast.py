@@ -1,7 +1,7 @@
 """``cairn context`` and ``cairn recall``: the hot-path commands, parsed without typer.
 
 These run on every agent session start and every failed tool call, often through a hook. They
-parse with the standard library's ``argparse`` and ask ``cairn.client``, which talks to the daemon
+parse with the standard library's ``argparse`` and ask ``cairn.runtime.client``, which talks to the daemon
 when it runs, so a warm call never imports the command tree, SQLAlchemy or numpy.
 """
 
@@ -114,14 +114,14 @@ def run(verb: str, argv: list[str], g: Globals, out: Output) -> int:
         sys.stdout.write(help_text(p))
         return 0
     args = p.parse_args(argv)
-    from cairn.client import call
+    from cairn.runtime.client import call
 
     params: dict[str, Any] = {"cwd": os.getcwd(), "repo": args.repo, "branch": args.branch, "project": args.project}
     if verb == "context":
         if not args.repo:  # how the checkout was read, when that was a guess: a note, never on the block
             from pathlib import Path
 
-            from cairn.gitinfo import detect
+            from cairn.runtime.gitinfo import detect
 
             note = detect(Path(params["cwd"])).note
             if note:

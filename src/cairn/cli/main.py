@@ -113,14 +113,14 @@ def main(argv: list[str] | None = None) -> int:
             return forwarded
     code = _main(rest, g)
     if start_daemon:  # after the command: a fresh home's first command creates the store itself
-        from cairn.daemon import forward
+        from cairn.runtime import forward
 
         forward.start(_home_of(g), _db_of(g))
     return code
 
 
 def _home_of(g: Globals) -> str:
-    from cairn.client import resolve_home
+    from cairn.runtime.client import resolve_home
 
     return resolve_home(g.home)
 
@@ -131,8 +131,8 @@ def _db_of(g: Globals) -> str | None:
 
 def _forward(argv: list[str], g: Globals) -> tuple[int | None, bool]:
     """The exit code of the command as the local daemon ran it (None: run it here), and whether to
-    start a daemon afterwards (none was listening). See ``cairn.daemon.forward``."""
-    from cairn.daemon import forward
+    start a daemon afterwards (none was listening). See ``cairn.runtime.forward``."""
+    from cairn.runtime import forward
 
     if not forward.forwardable(g.verb, g.url):
         return None, False

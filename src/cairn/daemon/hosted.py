@@ -1,12 +1,12 @@
 """Run a forwarded ``cairn`` command line inside the daemon, as the caller's process would have run it.
 
-The client (``cairn.daemon.forward``) sends argv, its environment, working directory and umask,
+The client (``cairn.runtime.forward``) sends argv, its environment, working directory and umask,
 and its own stdin/stdout/stderr descriptors. Here the command runs through the same entry point
 (``cairn.cli.main.main``) with those swapped in: ``sys.stdin``/``stdout``/``stderr`` are opened on
 the caller's descriptors the way its interpreter opened them (encoding, errors, line buffering),
 ``os.environ`` is the caller's, the working directory and umask are the caller's. So TTY checks,
 relative paths, ``CAIRN_TOKEN``/``CAIRN_SESSION``/``CAIRN_ACTOR`` and the output are the caller's;
-what the daemon adds is only its warm imports and its open store (``cairn.local.open_service``
+what the daemon adds is only its warm imports and its open store (``cairn.runtime.local.open_service``
 hands forwarded commands the daemon's service, see ``serve_warm``).
 
 Environment, working directory and umask belong to the whole process, so forwarded commands run

@@ -29,7 +29,7 @@ def where(params: dict[str, Any]) -> tuple[str | None, str | None, str | None, P
     repo, branch, project = params.get("repo"), params.get("branch"), params.get("project")
     cwd = Path(params["cwd"]) if params.get("cwd") else None
     if cwd is not None and not (repo and branch and project):
-        from cairn.gitinfo import detect
+        from cairn.runtime.gitinfo import detect
 
         found = detect(cwd)
         if not repo or repo == found.repo:
@@ -45,7 +45,7 @@ def run(svc: Cairn, principal: Principal, home: Path, op: str, params: dict[str,
 
         return {"pid": os.getpid(), "home": str(home)}
     if op == "context":
-        from cairn import settings as settings_mod
+        from cairn.runtime import settings as settings_mod
 
         repo, branch, project, cwd = where(params)
         cfg = settings_mod.load(home, cwd)

@@ -74,13 +74,13 @@ def read_message(sock: Any) -> bytes:
     return b"".join(chunks)
 
 
-# A whole command line forwarded to the daemon (``cairn.daemon.forward``): argv, environment, cwd,
+# A whole command line forwarded to the daemon (``cairn.runtime.forward``): argv, environment, cwd,
 # umask and the caller's stdin/stdout/stderr file descriptors (SCM_RIGHTS), run by the daemon's warm
 # process exactly as ``cairn`` would run it here.
 FORWARD_OP = "cli"
 # Verbs that always run in the caller's process: the daemon itself and long-lived servers, the peer
 # tool's command line, the host hooks and the hot paths that already ask the daemon per operation
-# (``context``/``recall`` through ``cairn.client``), and doctor (it inspects this machine as the
+# (``context``/``recall`` through ``cairn.runtime.client``), and doctor (it inspects this machine as the
 # caller sees it, the daemon included).
 LOCAL_VERBS = frozenset(
     {"serve", "gateway", "mcp", "memory-gateway", "hook", "install", "context", "recall", "doctor", "--version", "-V"}

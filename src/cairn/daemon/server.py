@@ -33,7 +33,7 @@ from cairn.daemon import ops, protocol
 from cairn.daemon.hosted import CliHost
 from cairn.daemon.hosted import refusal as hosted_refusal
 from cairn.errors import CairnError
-from cairn.local import database_url, ensure_home, open_service, serve_warm
+from cairn.runtime.local import database_url, ensure_home, open_service, serve_warm
 
 SWEEP_ACTOR = "cairn-serve"
 DRAIN_EVERY = float(os.environ.get("CAIRN_DRAIN_SECONDS") or 10)  # between looks at the embedding queue
@@ -81,7 +81,7 @@ class Daemon:
         self.last_active = time.monotonic()  # the idle exit counts from here
         self.idle: float | None = None  # seconds without a request before it stops (started on demand)
         self.auto = False  # started on demand by a command (``cairn serve --auto``)
-        # Forwarded commands (cairn.daemon.hosted) open the store through cairn.local.open_service:
+        # Forwarded commands (cairn.daemon.hosted) open the store through cairn.runtime.local.open_service:
         # they get this warm service instead of a cold one.
         serve_warm(self.home, database_url(self.home, self.db), self.svc)
 
@@ -268,7 +268,7 @@ class Daemon:
         demand (socket only, idle exit): it asks that one to stop and waits for its lock."""
         import fcntl
 
-        from cairn.client import ask_daemon
+        from cairn.runtime.client import ask_daemon
 
         answer = ask_daemon(self.home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}}) or {}
         data = answer.get("data") or {}
@@ -317,7 +317,7 @@ class Daemon:
                 os.chmod(directory, 0o700)  # the socket's directory is owner-only, like the socket
                 self.log(f"tightened {directory} from {mode:o} to 700")
         if path.exists():
-            from cairn.client import ask_daemon
+            from cairn.runtime.client import ask_daemon
 
             if ask_daemon(self.home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}}) is not None:
                 raise CairnError("SETUP", f"a Cairn daemon already serves {self.home} (socket {path})")

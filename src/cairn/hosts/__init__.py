@@ -2,7 +2,7 @@
 
 A host is an agent runtime that runs shell commands at lifecycle events and reads what they print:
 Claude Code, Cursor and Codex. Everything here is a surface in the sense of ``docs/architecture.md``:
-it parses the host's JSON, calls one operation through :mod:`cairn.client`, and prints the answer in
+it parses the host's JSON, calls one operation through :mod:`cairn.runtime.client`, and prints the answer in
 the shape the host expects. No rule about lessons lives here.
 
 Hooks run on every session start and every failed tool call, so every module in this package imports

@@ -13,7 +13,7 @@ promises shape the code:
   the conversation, which drops it); a recalled lesson is shown at most once per session. State lives in
   ``<home>/state/hooks/``, one small JSON file per host session, pruned after two weeks.
 * **Stay cheap.** Only the standard library loads at import time. The work goes through
-  :func:`cairn.client.call`, which asks the ``cairn serve`` daemon and falls back to in-process work.
+  :func:`cairn.runtime.client.call`, which asks the ``cairn serve`` daemon and falls back to in-process work.
   A prompt-submit hook that has nothing to do decides so from one small file, without importing Cairn's
   store or model at all.
 
@@ -270,7 +270,7 @@ def _context(ev: P.HookEvent, home: Path, session: str | None, db: str | None = 
 
 
 def _call(op: str, params: dict[str, Any], home: Path, session: str | None, db: str | None = None) -> dict[str, Any]:
-    from cairn.client import call
+    from cairn.runtime.client import call
 
     data = call(op, params, home=home, session=session, db=db)
     return data if isinstance(data, dict) else {}
@@ -299,7 +299,7 @@ def _home(g: Any) -> Path:
     home = getattr(g, "home", None)
     if home:
         return Path(home).expanduser()
-    from cairn.client import resolve_home  # settings.default_home's answer without importing settings
+    from cairn.runtime.client import resolve_home  # settings.default_home's answer without importing settings
 
     return Path(resolve_home(None))
 

@@ -29,9 +29,9 @@ from cairn.core.principal import ADMIN, LOCAL_USER, WRITE, Principal
 from cairn.core.scope import normalize_pattern, scope_matches, validate_scope
 from cairn.core.timeparse import format_time, parse_ttl, utcnow
 from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
 from cairn.service import audit, limits
 from cairn.service.records import paged
-from cairn.settings import Settings
 from cairn.store.engine import Store, enter_tenant, set_caller
 from cairn.store.schema import (
     invites,

@@ -12,6 +12,7 @@ from sqlalchemy import insert, select
 from cairn.core.principal import Principal
 from cairn.core.roles import OWNER
 from cairn.core.timeparse import utcnow
+from cairn.runtime.settings import Settings
 from cairn.service.accounts import AccountOps
 from cairn.service.browse import BrowseOps
 from cairn.service.context import ContextOps
@@ -25,7 +26,6 @@ from cairn.service.status import StatusOps
 from cairn.service.tombstones import ForgetOps
 from cairn.service.transfer import TransferOps
 from cairn.service.webhooks import WebhookOps
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from cairn.store.schema import memberships, tenants, users
 

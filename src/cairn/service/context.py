@@ -29,8 +29,8 @@ from cairn.core.principal import READ, Principal
 from cairn.core.scope import ladder
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
 from cairn.service import indexing
-from cairn.settings import Settings
 from cairn.store import search_index as ix
 from cairn.store.engine import Store
 from cairn.store.schema import lessons

@@ -30,13 +30,13 @@ from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
 from cairn.service import limits
 from cairn.service.mutate import apply
 from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, paged, public, status
 from cairn.service.tombstones import check_tombstones
 from cairn.service.webhooks import outside as webhook_outside
 from cairn.service.webhooks import provenance as webhook_provenance
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, sightings
 

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from cairn.core.principal import Principal
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
-from cairn.settings import Settings
+from cairn.runtime.settings import Settings
 from cairn.store.schema import audit_log, lessons, tenant_limits
 
 FIELDS = ("max_lessons", "max_value_bytes", "writes_per_minute")

@@ -21,9 +21,9 @@ from cairn.core.principal import Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
 from cairn.service import audit, indexing
 from cairn.service.records import fetch
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings, webhook_provenance
 

@@ -36,9 +36,9 @@ from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
 from cairn.service import audit
 from cairn.service.records import fetch
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from cairn.store.schema import tenants, webhook_deliveries, webhook_provenance, webhooks
 from cairn.webhooks import github as gh

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pytest
 
 from cairn.core.principal import local_principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store
 from tests.api.conftest import Http
 from tests.conftest import new_store_url

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from cairn.core.principal import local_principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
-from cairn.settings import Settings
 from cairn.store.engine import Store, sqlite_url
 from tests.conftest import run_cli
 

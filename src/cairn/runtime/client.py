@@ -27,7 +27,7 @@ ANSWER_TIMEOUT = float(os.environ.get("CAIRN_DAEMON_TIMEOUT") or 60)
 
 
 def resolve_home(home: str | Path | None) -> str:
-    """The Cairn home as a string (``cairn.settings.default_home`` without importing pathlib)."""
+    """The Cairn home as a string (``cairn.runtime.settings.default_home`` without importing pathlib)."""
     raw = os.fspath(home) if home else os.environ.get("CAIRN_HOME") or os.path.join("~", ".cairn")
     return os.path.expanduser(raw)
 
@@ -92,7 +92,7 @@ def call(
     session = session or os.environ.get("CAIRN_SESSION") or None
     remote = None
     if (url or "").strip() or os.environ.get("CAIRN_URL", "").strip():  # the local path never loads the client
-        from cairn.remote import configured_url
+        from cairn.runtime.remote import configured_url
 
         remote = configured_url(url)
     if remote is not None:
@@ -129,7 +129,7 @@ def remote_call(url: str, op: str, params: dict[str, Any], session: str | None) 
     """The hot-path operations against a remote Cairn: the working context (git checkout of
     ``cwd``) is found here, where the checkout is; the server ranks with its own settings."""
     from cairn.daemon.ops import OPS, where
-    from cairn.remote import RemoteCairn
+    from cairn.runtime.remote import RemoteCairn
 
     if op not in OPS or op == "ping":
         raise CairnError("INVALID_INPUT", f"unknown operation {op!r} for a remote Cairn")
@@ -156,7 +156,7 @@ def in_process(
     from pathlib import Path
 
     from cairn.daemon import ops
-    from cairn.local import open_service, principal_for
+    from cairn.runtime.local import open_service, principal_for
 
     cwd = Path(params["cwd"]) if params.get("cwd") else None
     svc = open_service(Path(home), cwd=cwd, db=db)

@@ -113,7 +113,7 @@ class Settings:
     sweep_minutes: int = 60
     # The full `cairn audit verify` (chain and state) reads every row: daily by default.
     audit_minutes: int = 1440
-    auto_start: int = 1  # read by cairn.daemon.forward without this module (same key and env name)
+    auto_start: int = 1  # read by cairn.runtime.forward without this module (same key and env name)
     idle_minutes: float = 30.0
     # Per-tenant limits; 0 means none (the single-user default). A team server sets them in its
     # config.toml, and `cairn limits set` overrides them for one tenant.
@@ -215,7 +215,7 @@ def repo_config(cwd: Path | None) -> Path | None:
     """The ``.cairn.toml`` that applies in ``cwd``: the nearest one up to the repository root."""
     if cwd is None:
         return None
-    from cairn.gitinfo import find_root
+    from cairn.runtime.gitinfo import find_root
 
     try:
         here = cwd.resolve()

@@ -14,12 +14,12 @@ from cairn.errors import CairnError
 
 if TYPE_CHECKING:
     from cairn.core.principal import Principal
+    from cairn.runtime.settings import Settings
     from cairn.service.api import Cairn
-    from cairn.settings import Settings
 
 
 def resolve_home(home: str | Path | None) -> Path:
-    from cairn.settings import default_home
+    from cairn.runtime.settings import default_home
 
     return Path(home).expanduser() if home else default_home()
 
@@ -57,7 +57,7 @@ def serve_warm(home: Path, url: str, svc: Cairn) -> None:
 
 
 def open_service(home: Path, settings: Settings | None = None, cwd: Path | None = None, db: str | None = None) -> Cairn:
-    from cairn import settings as settings_mod
+    from cairn.runtime import settings as settings_mod
 
     ensure_home(home)  # the home holds settings, hook state and the daemon's socket on every database
     url = database_url(home, db)

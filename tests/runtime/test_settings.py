@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cairn import settings as S
 from cairn.core.principal import Principal
 from cairn.errors import CairnError
+from cairn.runtime import settings as S
+from cairn.runtime.settings import SPECS, Settings, load, repo_config
 from cairn.service.api import Cairn
-from cairn.settings import SPECS, Settings, load, repo_config
 
 
 @pytest.fixture(autouse=True)

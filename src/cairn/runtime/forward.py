@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONNECT_TIMEOUT = 0.5
-# The same keys as cairn.settings' Spec entries ("serve", "auto_start") and ("serve", "idle_minutes"),
+# The same keys as cairn.runtime.settings' Spec entries ("serve", "auto_start") and ("serve", "idle_minutes"),
 # read here without importing the settings module (tests/daemon/test_forward.py checks they agree).
 AUTO_START_ENV = "CAIRN_SERVE_AUTO_START"
 AUTO_START_KEY = ("serve", "auto_start")

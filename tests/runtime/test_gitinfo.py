@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cairn.core.scope import ladder
-from cairn.gitinfo import Checkout, detect, find_root, repo_from_url
+from cairn.runtime.gitinfo import Checkout, detect, find_root, repo_from_url
 
 
 @pytest.mark.parametrize(

@@ -687,7 +687,8 @@ def serve(
 @app.command()
 def status() -> None:
     """The store (active lessons), the local daemon (pid, uptime, idle exit) and the embedding queue."""
-    from cairn.runtime import forward, protocol
+    from cairn.daemon import protocol
+    from cairn.runtime import forward
     from cairn.runtime.client import ask_daemon
     from cairn.store.engine import redact_url
 

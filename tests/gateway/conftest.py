@@ -6,6 +6,7 @@ and ``anthropic`` SDKs, as a user's tools would.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ class Rig:
     bob: str  # bob's admin token (another tenant)
     alice_p: Principal
     gateway: Gateway
+
+    @property
+    def svc_conversations(self) -> Conversations:
+        return self.gateway.conversations
 
     def openai(self, token: str | None = None, **headers: str):  # type: ignore[no-untyped-def]
         import openai
@@ -79,3 +84,19 @@ def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 def gw(rig: Rig) -> Rig:
     rig.fake.reset()
     return rig
+
+
+_accounts = itertools.count(1)
+
+
+@dataclass
+class Account:
+    token: str
+    p: Principal
+
+
+@pytest.fixture
+def account(rig: Rig) -> Account:
+    """A new account (its own tenant) for one test: tombstones a test writes stay in its tenant."""
+    token = rig.svc.create_user(local_principal(), f"acct{next(_accounts)}")["token"]
+    return Account(token, rig.svc.resolve_token(token))

@@ -16,9 +16,13 @@ URL. Two decisions are made here, without I/O, so every surface and test shares 
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 
+from cairn.core.content import content_identity
 from cairn.core.scope import ladder, validate_scope
+from cairn.errors import CairnError
 
 # The label above the injected text: it names the source and the rule for reading it.
 BLOCK_LABEL = (
@@ -92,3 +96,60 @@ def memory_block(context_text: str, loaded: int, recall_text: str) -> str | None
     if not parts:
         return None
     return "\n".join([BLOCK_LABEL, *parts, BLOCK_END])
+
+
+# -- the conversation ledger -------------------------------------------------------------------------
+
+FORGOTTEN = "[forgotten]"  # what a redacted sentence is stored as
+MAX_THREAD_HEADER = 200
+# A sentence is tombstoned on its own when it has this many words: short ones ("OK.", "Thanks!")
+# recur everywhere, and refusing them in every later conversation would say nothing about the forgotten one.
+SENTENCE_MIN_WORDS = 4
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"\w+")
+
+
+def thread(protocol: str, header: str | None, opening: str) -> str:
+    """The hash naming a conversation across stateless requests.
+
+    The client's ``X-Cairn-Conversation`` when it sends one; otherwise the conversation's opening
+    (its system prompt and first user message), which every later request of it repeats. A hash, so
+    a tombstone on a forgotten conversation holds none of its text.
+    """
+    header = (header or "").strip()
+    if header:
+        if len(header) > MAX_THREAD_HEADER or "\x00" in header:
+            raise CairnError("INVALID_INPUT", f"X-Cairn-Conversation is 1-{MAX_THREAD_HEADER} characters")
+        basis = "header\x00" + header
+    else:
+        basis = f"opening\x00{protocol}\x00{opening}"
+    return hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a message that are long enough to tombstone on their own."""
+    parts = (p.strip() for p in _SENTENCE_END.split(text))
+    return [p for p in parts if len(_WORD.findall(p)) >= SENTENCE_MIN_WORDS]
+
+
+def identities(text: str) -> set[str]:
+    """What forgetting ``text`` tombstones: the whole message's identity and each sentence's."""
+    found = {content_identity(text)} if text.strip() else set()
+    found.update(content_identity(s) for s in sentences(text))
+    return found
+
+
+def redact(text: str, forgotten: set[str]) -> str | None:
+    """``text`` with every forgotten sentence replaced by ``FORGOTTEN``; ``None`` when all of it was.
+
+    Matching is on ``content_identity`` (case, whitespace, punctuation, invisible characters and
+    look-alikes folded), the identity lesson tombstones use, so a re-cased or re-spaced sentence is
+    the same sentence.
+    """
+    if not forgotten or not text.strip():
+        return text
+    if content_identity(text) in forgotten:
+        return None
+    pieces = re.split(r"((?<=[.!?])\s+|\n+)", text)
+    out = [FORGOTTEN if p.strip() and content_identity(p.strip()) in forgotten else p for p in pieces]
+    return "".join(out)

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from cairn.core import jsonin
-from cairn.core.gateway import attribution
+from cairn.core.gateway import attribution, thread
 from cairn.errors import CairnError
 from cairn.gateway import protocols
 from cairn.service.conversations import Conversations
@@ -76,6 +77,8 @@ class Gateway:
     conversations: Conversations
     upstream: Upstream
     client: Any = None  # httpx2.AsyncClient, opened on first use in the serving event loop
+    # Called with each turn's recording result, after the response went out (tests wait on it).
+    after_record: Callable[[dict[str, Any]], None] | None = None
 
     def http(self) -> Any:
         import httpx2
@@ -196,17 +199,40 @@ def router(gateway: Gateway) -> APIRouter:
                 token_patterns=principal.scope_patterns,
             )
             turn = protocols.latest_turn(protocol, body)
-            memory = await anyio.to_thread.run_sync(
-                lambda: conversations.memory(principal, where, turn, failed=looks_failed(turn))
-            )
+            name = thread(protocol, request.headers.get("x-cairn-conversation"), protocols.opening(protocol, body))
+
+            def prepare() -> tuple[Any, int]:
+                # The epoch first: an erasure after this point makes the recording write nothing.
+                snapshot = conversations.epoch(principal)
+                return conversations.memory(principal, where, turn, failed=looks_failed(turn)), snapshot
+
+            memory, snapshot = await anyio.to_thread.run_sync(prepare)
         except CairnError as exc:
             return _error(protocol, exc)
         content = raw
         if memory.block is not None:
             content = json.dumps(protocols.inject(protocol, body, memory.block), ensure_ascii=False).encode()
-        return await relay(request, protocol, content)
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        messages = protocols.conversation(protocol, body)
 
-    async def relay(request: Request, protocol: str, content: bytes | None) -> Response:
+        async def record(answer: str | None) -> None:
+            def run() -> dict[str, Any]:
+                try:
+                    return conversations.record(
+                        principal, where, protocol=protocol, thread=name, model=model, messages=messages,
+                        answer=answer, snapshot=snapshot,
+                    )  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - the answer went out; a failed recording is logged, not raised
+                    log.warning("recording a turn failed: %s", type(exc).__name__)
+                    return {"recorded": False, "reason": "error", "error": type(exc).__name__}
+
+            result = await anyio.to_thread.run_sync(run)
+            if gateway.after_record is not None:
+                gateway.after_record(result)
+
+        return await relay(request, protocol, content, record)
+
+    async def relay(request: Request, protocol: str, content: bytes | None, record: Any = None) -> Response:
         client = gateway.http()
         outgoing = client.build_request(
             request.method,
@@ -224,13 +250,25 @@ def router(gateway: Gateway) -> APIRouter:
             body = protocols.error_body(protocol, status, "UPSTREAM", message)
             return JSONResponse(body, status_code=status)
         headers = _downstream_headers(upstream.headers)
+        ok = upstream.status_code < 400 and record is not None
         if upstream.headers.get("content-type", "").startswith("text/event-stream"):
-            return StreamingResponse(_events(upstream), status_code=upstream.status_code, headers=headers)
+            held: list[bytes] = []
+
+            async def streamed() -> None:
+                await record(protocols.stream_text(protocol, b"".join(held)))
+
+            return StreamingResponse(
+                _events(upstream, held if ok else None),
+                status_code=upstream.status_code,
+                headers=headers,
+                background=BackgroundTask(streamed) if ok else None,
+            )
         try:
             payload = await upstream.aread()
         finally:
             await upstream.aclose()
-        return Response(payload, status_code=upstream.status_code, headers=headers)
+        task = BackgroundTask(record, protocols.answer_text(protocol, payload)) if ok else None
+        return Response(payload, status_code=upstream.status_code, headers=headers, background=task)
 
     @api.post("/v1/chat/completions", include_in_schema=False)
     async def chat_completions(request: Request) -> Response:
@@ -255,15 +293,26 @@ def router(gateway: Gateway) -> APIRouter:
     return api
 
 
-async def _events(upstream: Any) -> AsyncIterator[bytes]:
+# What the relay keeps of a stream for the ledger (the answer's text is read from it afterwards).
+MAX_HELD_BYTES = 8 * 1024 * 1024
+
+
+async def _events(upstream: Any, held: list[bytes] | None = None) -> AsyncIterator[bytes]:
     """Each chunk of the upstream's event stream as it arrives; the upstream closes when this ends.
+
+    ``held`` collects the chunks (up to ``MAX_HELD_BYTES``) for the recording that runs after the
+    response; nothing is parsed while relaying.
 
     Starlette cancels this generator when the client disconnects (it listens for ``http.disconnect``
     while streaming); closing the upstream response then closes its connection, which is how the
     provider learns to stop generating. The close is shielded: a cancelled scope would skip it.
     """
+    size = 0
     try:
         async for chunk in upstream.aiter_raw():
+            if held is not None and size + len(chunk) <= MAX_HELD_BYTES:
+                held.append(chunk)
+                size += len(chunk)
             yield chunk
     finally:
         with anyio.CancelScope(shield=True):

@@ -7,6 +7,7 @@ tools, tool calls, images, sampling parameters, unknown future fields) is carrie
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 OPENAI = "openai"
@@ -105,3 +106,77 @@ def error_body(protocol: str, status: int, code: str, message: str) -> dict[str,
         kind = _ANTHROPIC_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
         return {"type": "error", "error": {"type": kind, "message": f"{code}: {message}"}}
     return {"error": {"message": f"{code}: {message}", "type": "cairn_gateway", "code": code, "param": None}}
+
+
+# -- what the ledger records -------------------------------------------------------------------------
+
+_RECORDED_ROLES = ("user", "assistant", "tool")  # the client's system prompt is its configuration
+
+
+def conversation(protocol: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """The request's messages as (role, text), in order, without system/developer instructions."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return []
+    out: list[tuple[str, str]] = []
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") in _RECORDED_ROLES:
+            out.append((str(message["role"]), _text_of(message.get("content"))))
+    return out
+
+
+def opening(protocol: str, body: dict[str, Any]) -> str:
+    """What every request of one conversation repeats: its system prompt and first user message."""
+    if protocol == ANTHROPIC:
+        system = _text_of(body.get("system")) if not isinstance(body.get("system"), str) else body["system"]
+    else:
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        system = "\n".join(
+            _text_of(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") in _LEADING_ROLES
+        )
+    first = next((text for role, text in conversation(protocol, body) if role == "user"), "")
+    return f"{system}\x00{first}"
+
+
+def answer_text(protocol: str, payload: bytes) -> str:
+    """The assistant's text in a non-streamed answer ("" when it has none or is not JSON)."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    if protocol == ANTHROPIC:
+        return _text_of(data.get("content"))
+    choices = data.get("choices") or []
+    if choices and isinstance(choices[0], dict):
+        message = choices[0].get("message") or {}
+        return _text_of(message.get("content")) if isinstance(message, dict) else ""
+    return ""
+
+
+def stream_text(protocol: str, raw: bytes) -> str:
+    """The assistant's text from a relayed event stream (the events are only read, after relaying)."""
+    parts: list[str] = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if not data or data == "[DONE]":
+            continue
+        try:
+            event = json.loads(data)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if protocol == ANTHROPIC:
+            delta = event.get("delta") if event.get("type") == "content_block_delta" else None
+            if isinstance(delta, dict) and delta.get("type") == "text_delta":
+                parts.append(str(delta.get("text", "")))
+        else:
+            for choice in event.get("choices") or []:
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                    parts.append(delta["content"])
+    return "".join(parts)

@@ -22,7 +22,7 @@ from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
-from cairn.service import audit, indexing
+from cairn.service import audit, epoch, indexing
 from cairn.service.records import fetch
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings, webhook_provenance
@@ -131,6 +131,7 @@ class PurgeOps:
 def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:
     """Remove one lesson's content everywhere it is stored; returns how many versions went."""
     tenant = principal.tenant_id
+    epoch.bump(conn, tenant)  # work that read this lesson's text before now must not write it back
     indexing.drop(conn, lesson_id)
     n_versions = conn.execute(
         select(func.count()).where(lesson_versions.c.tenant_id == tenant, lesson_versions.c.lesson_id == lesson_id)

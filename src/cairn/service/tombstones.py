@@ -25,7 +25,7 @@ from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
-from cairn.service import audit
+from cairn.service import audit, epoch
 from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch, paged, public
 from cairn.store.engine import Store
@@ -150,6 +150,7 @@ class ForgetOps:
                 if live is not None:
                     return {"tombstone_id": live, "already": True, "scope": scope, "key": key}
             identity = content_identity(before["value"])
+            epoch.bump(conn, principal.tenant_id)  # jobs that read this text before now write nothing
             tomb_id = conn.execute(
                 insert(tombstones).values(
                     tenant_id=principal.tenant_id,

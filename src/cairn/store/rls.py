@@ -69,6 +69,11 @@ DATA_TABLES = (
     "webhooks",
     "webhook_deliveries",
     "webhook_provenance",
+    "conversations",
+    "conversation_turns",
+    "conversation_messages",
+    "conversation_tombstones",
+    "conversation_lessons",
 )
 FULL = ("SELECT", "INSERT", "UPDATE", "DELETE")
 GRANTS: dict[str, tuple[str, ...]] = {t: FULL for t in DATA_TABLES}

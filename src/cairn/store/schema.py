@@ -37,6 +37,9 @@ tenants = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("kind", String(16), nullable=False, server_default="personal"),  # personal | org (0004)
     Column("deleted_at", UTCDateTime),
+    # Bumped by every erasure in the tenant (forget, purge, conversation forget; migration 0009):
+    # background work snapshots it when it reads and writes nothing if it moved.
+    Column("deletion_epoch", Integer, nullable=False, server_default="0"),
 )
 
 # Accounts, roles, invites, bindings and tokens (migration 0004 says why they look like this).
@@ -364,4 +367,76 @@ webhook_provenance = Table(
     Column("line", Integer),
     Column("created_at", UTCDateTime, nullable=False),
     Index("ix_webhook_provenance_tenant", "tenant_id", "lesson_id"),
+)
+
+# The memory gateway's conversation ledger (migration 0009 says why it looks like this).
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("thread", String(64), nullable=False),  # sha256 naming the conversation across requests
+    Column("protocol", String(16), nullable=False),
+    Column("model", Text),
+    Column("repo", Text),
+    Column("branch", Text),
+    Column("project", Text),
+    Column("revision", Integer, nullable=False),  # the source revision: every change to its text bumps it
+    Column("turns", Integer, nullable=False),
+    Column("positions", Integer, nullable=False),  # messages seen so far, kept or forgotten
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    UniqueConstraint("tenant_id", "thread", name="uq_conversations_thread"),
+    Index("ix_conversations_tenant_updated", "tenant_id", "updated_at"),
+)
+
+conversation_turns = Table(
+    "conversation_turns",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
+    Column("conversation_id", IdType, primary_key=True),
+    Column("turn", Integer, primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("extracted_at", UTCDateTime),
+)
+
+conversation_messages = Table(
+    "conversation_messages",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("conversation_id", IdType, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_conversation_messages_turn", "tenant_id", "conversation_id", "turn"),
+)
+
+conversation_tombstones = Table(
+    "conversation_tombstones",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("kind", String(16), nullable=False),  # conversation | turn | message | content
+    Column("thread", String(64)),
+    Column("turn", Integer),
+    Column("position", Integer),
+    Column("identity", String(64)),  # core.content.content_identity of a forgotten sentence or message
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Index("ix_conversation_tombstones_thread", "tenant_id", "thread"),
+    Index("ix_conversation_tombstones_identity", "tenant_id", "identity"),
+)
+
+conversation_lessons = Table(
+    "conversation_lessons",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
+    Column("lesson_id", IdType, primary_key=True),
+    Column("conversation_id", IdType, primary_key=True),
+    Column("turn", Integer, primary_key=True),
+    Index("ix_conversation_lessons_turn", "tenant_id", "conversation_id", "turn"),
 )

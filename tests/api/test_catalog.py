@@ -46,6 +46,7 @@ SAMPLE: dict[str, Any] = {
     "name": "Catalogue Org",
     "lines": ['{"scope": "global", "key": "imported", "value": "imported once"}'],
     "token_id": 1,
+    "conversation_id": 1,  # the gateway conversation _setup records
     "confirm": ORG,  # optional, but deleting an org without it is refused before the permission is
 }
 
@@ -72,6 +73,16 @@ def _setup(api: Api) -> None:
         api.http("POST", "/v1/lessons", {"scope": "project::catalogue", "key": "cat-one", "value": value}, t)
     api.http("POST", "/v1/lessons", {"scope": "project::catalogue", "key": "cat-two", "value": "The other."}, t)
     api.http("POST", "/v1/orgs", {"org": ORG}, t)
+    # A conversation as the gateway records one (its first turn; later calls are replays).
+    from cairn.core.gateway import Attribution
+    from cairn.service.conversations import Conversations
+
+    p, ledger = api.svc.resolve_token(t), Conversations(api.svc)
+    where = Attribution("acme/catalogue", None, None, "headers")
+    ledger.record(
+        p, where, protocol="openai", thread="catalogue", model="m", messages=[("user", "Declared once.")],
+        answer="Served everywhere.", snapshot=ledger.epoch(p),
+    )  # fmt: skip
 
 
 def test_every_reading_operation_answers_with_its_declared_model_over_http_and_remote(api: Api) -> None:

@@ -57,7 +57,7 @@ def test_turns_are_recorded_once_each(gw: Rig, account: Account, turns: queue.Qu
     _chat(gw, account, "t-record", history)  # the same request again: a replay, nothing new
     assert _next(turns) == {"recorded": False, "reason": "replay"}
     shown = gw.svc_conversations.show(account.p, first["conversation"])
-    assert [(m["turn"], m["role"], m["content"]) for m in shown["messages"]] == [
+    assert [(m["turn"], m["role"], m["content"]) for m in shown["transcript"]] == [
         (1, "user", OTHER),
         (1, "assistant", TEXT),
         (2, "user", "And the unit tests too."),
@@ -72,7 +72,7 @@ def test_streamed_turns_are_recorded(gw: Rig, account: Account, turns: queue.Que
         pass
     result = _next(turns)
     shown = gw.svc_conversations.show(account.p, result["conversation"])
-    assert [m["content"] for m in shown["messages"]] == [OTHER, TEXT]
+    assert [m["content"] for m in shown["transcript"]] == [OTHER, TEXT]
 
 
 def test_unknown_attribution_records_nothing(gw: Rig, account: Account, turns: queue.Queue) -> None:
@@ -105,7 +105,7 @@ def test_forgetting_leaves_no_copy_and_blocks_replay_and_the_resaid_sentence(
     _chat(gw, account, thread, history)
     assert _next(turns)["turn"] == 2
     shown = gw.svc_conversations.show(account.p, conv)
-    secret_id = next(m["id"] for m in shown["messages"] if m["content"] == secret)
+    secret_id = next(m["id"] for m in shown["transcript"] if m["content"] == secret)
     target = {"conversation": {}, "turn": {"turn": 2}, "message": {"message": secret_id}}[granularity]
     report = gw.svc_conversations.forget(account.p, conv, **target)
     done = report["conversations"][0]
@@ -148,7 +148,7 @@ def test_forgetting_leaves_no_copy_and_blocks_replay_and_the_resaid_sentence(
     resaid = "Hello again. " + secret.upper().replace("  ", " ") + " Thanks for checking the build."
     _chat(gw, account, f"{thread}-new", [{"role": "user", "content": resaid}])
     fresh = _next(turns)
-    messages = gw.svc_conversations.show(account.p, fresh["conversation"])["messages"]
+    messages = gw.svc_conversations.show(account.p, fresh["conversation"])["transcript"]
     assert messages[0]["content"] == "Hello again. [forgotten] Thanks for checking the build."
     if gw.store.url.startswith("sqlite"):
         assert mark.upper() not in _db_bytes(gw) and mark not in _db_bytes(gw)

@@ -16,6 +16,7 @@ from cairn.runtime.settings import Settings
 from cairn.service.accounts import AccountOps
 from cairn.service.browse import BrowseOps
 from cairn.service.context import ContextOps
+from cairn.service.conversations import ConversationOps
 from cairn.service.graph import GraphOps
 from cairn.service.ledger import LedgerOps
 from cairn.service.lifecycle import LifecycleOps
@@ -44,6 +45,7 @@ class Cairn(
     SearchOps,
     StatusOps,
     WebhookOps,
+    ConversationOps,
 ):
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store

@@ -106,6 +106,7 @@ def output_model(op: Operation) -> Any:
 
 ADDRESS = ("scope", "key")
 _L, _R, _G, _T, _A, _O, _V = "lessons", "retrieval", "graph", "transfer", "accounts", "orgs", "review"
+_C = "conversations"
 
 OPERATIONS: tuple[Operation, ...] = (
     # -- lessons ----------------------------------------------------------------------------------
@@ -390,6 +391,25 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "org_unbind", "admin", True, "OrgPattern", "Binding", args=("org", "pattern"),
         http=Http("POST", "/v1/orgs/{org}/bindings/remove", "removeBinding", _O),
+    ),
+    # -- gateway conversations ----------------------------------------------------------------------
+    Operation(
+        "conversation_list", "read", False, "ConversationsQuery", "ConversationList",
+        doc="The gateway's recorded conversations, most recently active first.",
+        http=Http("GET", "/v1/conversations", "listConversations", _C),
+    ),
+    Operation(
+        "conversation_show", "read", False, "ConversationRef", "ConversationShown", args=("conversation_id",),
+        doc="One conversation's kept messages, turn by turn, and the candidate lessons drawn from it.",
+        http=Http("GET", "/v1/conversations/{conversation_id}", "showConversation", _C),
+    ),
+    Operation(
+        "conversation_forget", "write", True, "ConversationForgetBody", "ConversationsForgotten",
+        rename=MappingProxyType({"all": "everything"}),
+        doc="Forget a conversation, one turn or one message (or ``all``): the text is erased, tombstones "
+        "at that granularity and on the content keep it from coming back, candidates drawn only from it "
+        "are archived or purged.",
+        http=Http("POST", "/v1/conversations/forget", "forgetConversation", _C),
     ),
 )  # fmt: skip
 

@@ -259,3 +259,20 @@ class MemberRole(MemberAddress):
 
 class OrgPattern(InOrg):
     pattern: Annotated[str, Field(min_length=1, max_length=300)]
+
+
+# -- gateway conversations --------------------------------------------------------------------------
+class ConversationsQuery(Params):
+    limit: Annotated[int, Field(ge=1, le=500)] = 100
+
+
+class ConversationRef(Params):
+    conversation_id: RowId
+
+
+class ConversationForgetBody(Strict):
+    conversation_id: RowId | None = None
+    turn: Annotated[int, Field(ge=1, le=2**31)] | None = None
+    message: RowId | None = None
+    all: bool = False
+    candidates: Literal["archive", "purge"] = "archive"

@@ -440,3 +440,35 @@ class Limits(Open):
     limits: LimitValues
     sources: dict[str, str]  # per limit: "tenant" (an override) or where the setting came from
     lessons: int
+
+
+# -- gateway conversations --------------------------------------------------------------------------
+class Conversation(Open):
+    id: int
+    protocol: str
+    model: str | None = None
+    repo: str | None = None
+    branch: str | None = None
+    project: str | None = None
+    turns: int
+    messages: int
+    revision: int
+    created_at: str
+    updated_at: str
+    created_by: str
+
+
+class ConversationList(Open):
+    conversations: list[Conversation]
+
+
+class ConversationShown(Conversation):
+    transcript: list[dict[str, Any]]  # the kept messages: id, turn, position, role, content
+    lessons: list[dict[str, Any]]
+
+
+class ConversationsForgotten(Open):
+    conversations: list[dict[str, Any]]
+    tombstones: int
+    archived: list[dict[str, str]]
+    purged: list[dict[str, str]]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from cairn.core.gateway import Attribution
 from cairn.core.principal import local_principal
+from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.service.conversations import Conversations
-from cairn.settings import Settings
 from cairn.store.engine import Store, sqlite_url
 from tests.conftest import run_cli
 

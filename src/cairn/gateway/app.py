@@ -51,7 +51,10 @@ _HOP = frozenset(
     }
 )
 # Credentials and Cairn's own headers never travel upstream: the provider sees the gateway's key only.
-_NOT_UPSTREAM = _HOP | {"authorization", "x-api-key", "cookie", "x-cairn-repo", "x-cairn-branch", "x-cairn-project"}
+_NOT_UPSTREAM = _HOP | {
+    "authorization", "x-api-key", "cookie",
+    "x-cairn-repo", "x-cairn-branch", "x-cairn-project", "x-cairn-conversation", "x-cairn-extract",
+}  # fmt: skip
 _NOT_DOWNSTREAM = _HOP | {"set-cookie", "server", "date"}
 
 
@@ -77,8 +80,64 @@ class Gateway:
     conversations: Conversations
     upstream: Upstream
     client: Any = None  # httpx2.AsyncClient, opened on first use in the serving event loop
-    # Called with each turn's recording result, after the response went out (tests wait on it).
+    extract: bool = False  # extraction after each recorded turn (gateway.extract; X-Cairn-Extract per request)
+    # Called with each turn's recording result, after the response went out (tests wait on it), and
+    # with each extraction job's result.
     after_record: Callable[[dict[str, Any]], None] | None = None
+    after_extract: Callable[[dict[str, Any]], None] | None = None
+    extraction: Any = None  # service.extraction.Extraction, made on first use
+    executor: Any = None  # one background thread for extraction jobs, made on first use
+
+    def extract_later(self, principal: Any, conversation_id: int, turn: int) -> None:
+        """Queue an extraction job for a recorded turn; it runs on the gateway's one job thread."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from cairn.service.extraction import Extraction
+
+        if self.executor is None:
+            self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-extract")
+        if self.extraction is None:
+            self.extraction = Extraction(self.conversations.cairn)
+
+        def job() -> None:
+            try:
+                result = self.extraction.run(principal, conversation_id, turn, self.ask)
+            except Exception as exc:  # noqa: BLE001 - a background job's failure is logged by type, never its text
+                log.warning("extraction failed: %s", type(exc).__name__)
+                result = {"written": [], "error": type(exc).__name__}
+            if self.after_extract is not None:
+                self.after_extract(result)
+
+        self.executor.submit(job)
+
+    def ask(self, system: str, user: str, conversation: dict[str, Any]) -> str:
+        """The extraction request to the upstream, in the conversation's own protocol and model."""
+        import httpx2
+
+        anthropic = conversation["protocol"] == protocols.ANTHROPIC
+        headers = {"content-type": "application/json"}
+        if anthropic:
+            path = "/v1/messages"
+            body: dict[str, Any] = {
+                "model": conversation["model"], "max_tokens": 1024, "system": system,
+                "messages": [{"role": "user", "content": user}],
+            }  # fmt: skip
+            headers["anthropic-version"] = "2023-06-01"
+            if self.upstream.key:
+                headers["x-api-key"] = self.upstream.key
+        else:
+            path = "/v1/chat/completions"
+            body = {
+                "model": conversation["model"],
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            }
+            if self.upstream.key:
+                headers["authorization"] = f"Bearer {self.upstream.key}"
+        with httpx2.Client(timeout=httpx2.Timeout(self.upstream.timeout, connect=30.0), trust_env=False) as client:
+            reply = client.post(self.upstream.base + path, json=body, headers=headers)
+        if reply.status_code >= 400:
+            raise CairnError("UPSTREAM", f"the upstream answered {reply.status_code} to the extraction request")
+        return protocols.answer_text(protocols.ANTHROPIC if anthropic else protocols.OPENAI, reply.content)
 
     def http(self) -> Any:
         import httpx2
@@ -96,6 +155,9 @@ class Gateway:
         if self.client is not None:
             await self.client.aclose()
             self.client = None
+        if self.executor is not None:
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            self.executor = None
 
 
 def configure(cairn: Any, upstream: str | None = None, key_env: str | None = None) -> Gateway:
@@ -119,7 +181,7 @@ def configure(cairn: Any, upstream: str | None = None, key_env: str | None = Non
         key = os.environ.get(env, "").strip() or None
         if key is None:
             raise CairnError("INVALID_INPUT", f"${env} is empty or unset; export the provider key there")
-    return Gateway(Conversations(cairn), Upstream(url, key))
+    return Gateway(Conversations(cairn), Upstream(url, key), extract=bool(cfg.gateway_extract))
 
 
 def from_settings(cairn: Any) -> Gateway | None:
@@ -213,6 +275,10 @@ def router(gateway: Gateway) -> APIRouter:
         if memory.block is not None:
             content = json.dumps(protocols.inject(protocol, body, memory.block), ensure_ascii=False).encode()
         model = body.get("model") if isinstance(body.get("model"), str) else None
+        choice = request.headers.get("x-cairn-extract", "").strip().lower()
+        extract = choice in ("1", "on", "true", "yes") or (
+            gateway.extract and choice not in ("0", "off", "false", "no")
+        )
         messages = protocols.conversation(protocol, body)
 
         async def record(answer: str | None) -> None:
@@ -229,6 +295,8 @@ def router(gateway: Gateway) -> APIRouter:
             result = await anyio.to_thread.run_sync(run)
             if gateway.after_record is not None:
                 gateway.after_record(result)
+            if result.get("recorded") and extract:
+                gateway.extract_later(principal, result["conversation"], result["turn"])
 
         return await relay(request, protocol, content, record)
 

@@ -24,7 +24,7 @@ from cairn.store.types import UTCDateTime
 
 KINDS = ("lesson", "fact", "preference", "reference")
 TRUST = ("candidate", "verified", "rejected")
-ORIGINS = ("agent", "human", "webhook", "import", "consolidation")
+ORIGINS = ("agent", "human", "webhook", "import", "consolidation", "gateway")
 
 # The lesson columns a mutation may change (everything but identity and bookkeeping).
 STATE_FIELDS = (

@@ -116,14 +116,16 @@ def _is_int(annotation: Any) -> bool:
     return any(_is_int(arg) for arg in typing.get_args(annotation) if not isinstance(arg, (str, int)))
 
 
-def _argument(info: FieldInfo, default: Any) -> inspect.Parameter:
+def _argument(info: FieldInfo, default: Any, nullable: bool) -> inspect.Parameter:
     """The input model's field as a tool argument: its bounds, enums and text, its default.
 
     MCP arguments are JSON, so an integer argument is strictly one (``true`` is not ``1``)."""
     meta = copy(info)
     meta.default, meta.default_factory = PydanticUndefined, None
     strict = (Field(strict=True),) if _is_int(info.annotation) else ()
-    annotation = Annotated[(info.annotation, meta, *strict)]
+    annotation: Any = Annotated[(info.annotation, meta, *strict)]
+    if nullable:
+        annotation = annotation | None
     return inspect.Parameter("x", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
 
 
@@ -133,6 +135,7 @@ def _register(mcp: CairnMCP, op: Operation, svc: Any, run: Callable[..., CallToo
     assert tool is not None
     fields = input_model(op).model_fields
     params = []
+    absent: dict[str, Any] = {}  # optional list arguments: agents send null for "none", as for "absent"
     for name in tool.fields or tuple(fields):
         info = fields[name]
         if name in tool.defaults:
@@ -141,9 +144,14 @@ def _register(mcp: CairnMCP, op: Operation, svc: Any, run: Callable[..., CallToo
             default = inspect.Parameter.empty
         else:
             default = info.get_default(call_default_factory=True)
-        params.append(_argument(info, default).replace(name=name))
+        if isinstance(default, list):
+            absent[name], default = default, None
+        params.append(_argument(info, default, name in absent).replace(name=name))
 
     def call(**arguments: Any) -> CallToolResult:
+        for name, value in absent.items():
+            if arguments.get(name) is None:
+                arguments[name] = list(value)
         return run(lambda p: op.invoke(svc, p, arguments))
 
     call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]

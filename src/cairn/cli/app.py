@@ -865,9 +865,11 @@ def _embed_imported(service: Cairn, p: Principal, result: dict[str, Any], no_emb
 def _register_account_commands() -> None:
     from cairn.cli.accounts import register
     from cairn.cli.gateway import register as register_gateway
+    from cairn.cli.webhooks import register as register_webhooks
 
     register(app)
     register_gateway(app)
+    register_webhooks(app)
 
 
 _register_account_commands()

@@ -69,6 +69,7 @@ TABS = (
     ("/audit", "Audit"),
     ("/tokens", "Tokens"),
     ("/orgs", "Orgs"),
+    ("/webhooks", "Webhooks"),
 )
 
 
@@ -647,6 +648,64 @@ def create_web(svc: Cairn, *, secret: bytes | None = None) -> FastAPI:
             raise CairnError("INVALID_INPUT", "which token?")
         await call(svc.token_revoke, view.principal, tid)
         return done(view, next_url(view, form, "/tokens"), "ok", f"Revoked token {tid}.")
+
+    # -- webhooks (docs/webhooks.md) ---------------------------------------------------------------
+    async def webhooks_view(
+        view: View, created: dict[str, Any] | None = None, status: int = 200, refused: CairnError | None = None
+    ) -> Response:
+        org = arg(view, "org", 64) or None
+        error = {"code": refused.code, "message": refused.message} if refused else None
+        rows: list[dict[str, Any]] = []
+        orgs: list[dict[str, Any]] = []
+        try:
+            rows = (await call(svc.webhook_list, view.principal, org=org))["webhooks"]
+        except CairnError as exc:  # a non-admin sees why, not an empty list
+            error = error or {"code": exc.code, "message": exc.message}
+        try:
+            orgs = (await call(svc.org_list, view.principal))["orgs"]
+        except CairnError:
+            orgs = []
+        origin = f"{view.request.url.scheme}://{view.request.url.netloc}"
+        if created is not None:
+            created = {**created, "payload_url": origin + created["path"]}
+        return render(
+            view, "webhooks.html", status=status, rows=rows, orgs=orgs, org=org, created=created, error=error,
+            origin=origin,
+        )  # fmt: skip
+
+    @page("/webhooks")
+    async def webhooks_page(view: View) -> Response:
+        """Registered GitHub repositories and what became of their deliveries; add, rotate, remove (admins)."""
+        return await webhooks_view(view)
+
+    async def webhook_secret(view: View, form: FormData, rotate: bool) -> Response:
+        """Rendered in the POST's response, not redirected: the secret must not outlive this page."""
+        repo, org = field_(form, "repo", 200), field_(form, "org", 64) or None
+        try:
+            if rotate:
+                from cairn.service.catalog.calls import webhook_rotate
+
+                values = {"repo": repo, "org": org, "grace": field_(form, "grace", 20) or "24h"}
+                created = await call(webhook_rotate, svc, view.principal, values)
+            else:
+                created = await call(svc.webhook_add, view.principal, repo, org=org)
+        except CairnError as exc:
+            return await webhooks_view(view, status=STATUS.get(exc.code, 500), refused=exc)
+        return await webhooks_view(view, created=created)
+
+    @action("/webhooks")
+    async def webhook_add(view: View, form: FormData) -> Response:
+        return await webhook_secret(view, form, rotate=False)
+
+    @action("/webhooks/rotate")
+    async def webhook_rotate(view: View, form: FormData) -> Response:
+        return await webhook_secret(view, form, rotate=True)
+
+    @action("/webhooks/remove")
+    async def webhook_remove(view: View, form: FormData) -> Response:
+        repo, org = field_(form, "repo", 200), field_(form, "org", 64) or None
+        await call(svc.webhook_remove, view.principal, repo, org=org)
+        return done(view, next_url(view, form, "/webhooks"), "ok", f"Removed the webhook of {repo}.")
 
     # -- orgs -------------------------------------------------------------------------------------
     @page("/orgs")

@@ -107,6 +107,7 @@ def output_model(op: Operation) -> Any:
 ADDRESS = ("scope", "key")
 _L, _R, _G, _T, _A, _O, _V = "lessons", "retrieval", "graph", "transfer", "accounts", "orgs", "review"
 _C = "conversations"
+_W = "webhooks"
 
 OPERATIONS: tuple[Operation, ...] = (
     # -- lessons ----------------------------------------------------------------------------------
@@ -410,6 +411,28 @@ OPERATIONS: tuple[Operation, ...] = (
         "at that granularity and on the content keep it from coming back, candidates drawn only from it "
         "are archived or purged.",
         http=Http("POST", "/v1/conversations/forget", "forgetConversation", _C),
+    ),
+    # -- webhooks (docs/webhooks.md) ---------------------------------------------------------------
+    Operation(
+        "webhook_add", "admin", True, "WebhookBody", "WebhookSecret", args=("repo",),
+        doc="Register a GitHub repository: its deliveries land as candidate lessons in repo::owner/name. "
+        "The secret is in this response only.",
+        http=Http("POST", "/v1/webhooks", "addWebhook", _W),
+    ),
+    Operation(
+        "webhook_list", "admin", False, "WebhookListQuery", "Webhooks",
+        doc="The registered repositories with what was done with their deliveries (never a secret).",
+        http=Http("GET", "/v1/webhooks", "listWebhooks", _W),
+    ),
+    Operation(
+        "webhook_rotate", "admin", True, "WebhookRotate", "WebhookSecret", call="webhook_rotate",
+        doc="A new secret (in this response only); the previous one keeps verifying for ``grace``.",
+        http=Http("POST", "/v1/webhooks/rotate", "rotateWebhookSecret", _W),
+    ),
+    Operation(
+        "webhook_remove", "admin", True, "WebhookBody", "WebhookRemoved", args=("repo",),
+        doc="Unregister a repository: its deliveries are refused from now on; its lessons stay.",
+        http=Http("POST", "/v1/webhooks/remove", "removeWebhook", _W),
     ),
 )  # fmt: skip
 

@@ -43,3 +43,15 @@ def audit_verify(svc: Any, p: Any, values: dict[str, Any]) -> Any:
 
 def export(svc: Any, p: Any, values: dict[str, Any]) -> Any:
     return svc.export(p, active_only=values.get("active", False), scope=values.get("scope"))
+
+
+def webhook_rotate(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    from datetime import timedelta
+
+    from cairn.core.timeparse import parse_duration
+
+    raw = values.get("grace")
+    grace = None
+    if raw is not None:
+        grace = timedelta(0) if str(raw).strip() in ("0", "0s") else parse_duration(raw, code="INVALID_INPUT")
+    return svc.webhook_rotate(p, values["repo"], org=values.get("org"), grace=grace)

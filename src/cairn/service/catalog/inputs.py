@@ -276,3 +276,27 @@ class ConversationForgetBody(Strict):
     message: RowId | None = None
     all: bool = False
     candidates: Literal["archive", "purge"] = "archive"
+
+
+# -- webhooks ---------------------------------------------------------------------------------------
+GitHubRepo = Annotated[
+    str,
+    Field(min_length=3, max_length=140, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$",
+          examples=["acme/widget"], description="OWNER/REPO on GitHub"),
+]  # fmt: skip
+OptionalOrg = Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None
+
+
+class WebhookBody(Strict):
+    repo: GitHubRepo
+    org: OptionalOrg = Field(None, description="register in this org (its admins) instead of your own store")
+
+
+class WebhookRotate(WebhookBody):
+    grace: Annotated[str, Field(max_length=20, examples=["24h", "0s"])] | None = Field(
+        None, description="how long the previous secret keeps verifying (default 24h, at most 7d)"
+    )
+
+
+class WebhookListQuery(Params):
+    org: OptionalOrg = None

@@ -472,3 +472,32 @@ class ConversationsForgotten(Open):
     tombstones: int
     archived: list[dict[str, str]]
     purged: list[dict[str, str]]
+
+
+# -- webhooks --------------------------------------------------------------------------------------
+class Webhook(Open):
+    repo: str
+    scope: str
+    path: str = Field(description="append to the server's public address: the payload URL for GitHub")
+    created_at: str
+    created_by: str
+    rotated_at: str | None = None
+    previous_secret_valid_until: str | None = None
+    last_delivery_at: str | None = None
+    counts: dict[str, int] = Field(description="deliveries by outcome: created, recurred, ignored, dropped.REASON, …")
+
+
+class WebhookSecret(Webhook):
+    secret: str  # shown in this answer only
+    tenant: str
+
+
+class Webhooks(Open):
+    tenant: str
+    webhooks: list[Webhook]
+
+
+class WebhookRemoved(Open):
+    repo: str
+    removed: bool
+    tenant: str

@@ -71,6 +71,7 @@ GROUPS = {
     "token": {"create", "list", "revoke"},
     "user": {"create"},
     "limits": {"show", "set"},
+    "webhook": {"add", "list", "rotate", "remove"},
 }  # fmt: skip
 
 

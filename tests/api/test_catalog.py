@@ -47,6 +47,7 @@ SAMPLE: dict[str, Any] = {
     "lines": ['{"scope": "global", "key": "imported", "value": "imported once"}'],
     "token_id": 1,
     "conversation_id": 1,  # the gateway conversation _setup records
+    "repo": "catorg/widget",
     "confirm": ORG,  # optional, but deleting an org without it is refused before the permission is
 }
 

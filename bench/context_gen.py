@@ -284,7 +284,7 @@ def pool_vectors(pool: list[dict[str, Any]]) -> Any:
     import numpy as np
 
     from cairn.search.embed import MODEL_NAME, get_embedder
-    from cairn.service.search import _embed_text
+    from cairn.service.embeddings import embed_text as _embed_text
 
     texts = [_embed_text({"key": p["key"], "value": p["value"]}) for p in pool]
     digest = hashlib.sha256(("\n".join(texts) + MODEL_NAME).encode()).hexdigest()[:16]
@@ -822,7 +822,8 @@ def bulk_drain(svc: Any, p: Any, by_value: dict[str, Any]) -> int:
 
     from cairn.core.timeparse import utcnow
     from cairn.search import embed
-    from cairn.service.search import DRAIN_BATCH, _embed_text
+    from cairn.service.embeddings import DRAIN_BATCH
+    from cairn.service.embeddings import embed_text as _embed_text
     from cairn.store import search_index as ix
     from cairn.store.schema import embed_queue, embed_state, lesson_embeddings, lesson_signatures, lessons
 

@@ -10,7 +10,7 @@ Sections (every figure is the median of ``--runs`` runs):
 * **cold load**: in fresh subprocesses, ``import cairn.search.embed``, ``get_embedder()`` (onnxruntime
   import, model hash check, session build, tokenizer) and the first ``embed``;
 * **model**: ``Embedder.embed`` of ``--lessons`` realistic lessons (``context_gen.Generator``'s mix, the
-  text the drain embeds: ``service.search._embed_text``, 40-600 characters) at batch sizes 16, 32 and
+  text the drain embeds: ``service.embeddings.embed_text``, 40-600 characters) at batch sizes 16, 32 and
   64; lessons per second of wall time and per CPU-second (the second moves less with machine load);
   plus one short query per call (the search path);
 * **drain**: ``Cairn.drain_embeddings`` of a freshly imported store of ``--lessons`` lessons (a new
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         os.environ["CAIRN_EMBED_THREADS"] = str(args.threads)
     import cairn.search.embed as E
-    from cairn.service.search import _embed_text
+    from cairn.service.embeddings import embed_text as _embed_text
 
     load_before = os.getloadavg()[0]
     cold: dict[str, float] = {}

@@ -256,14 +256,14 @@ def fingerprint() -> str:
     import inspect
 
     from cairn.search.embed import MODEL_NAME
-    from cairn.service import search
+    from cairn.service import embeddings
     from cairn.store import search_index as ix
 
     h = hashlib.sha256(f"gen{GENERATOR_VERSION}:{MODEL_NAME}".encode())
     src = ROOT / "src" / "cairn"
     for f in [*sorted((src / "store" / "migrations" / "versions").glob("*.py")), src / "store" / "schema.py"]:
         h.update(f.read_bytes())
-    for fn in (ix.vec_table, ix.vec_ensure, ix.vec_put, ix.fts_put, search._embed_text):
+    for fn in (ix.vec_table, ix.vec_ensure, ix.vec_put, ix.fts_put, embeddings.embed_text):
         h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]
 

@@ -281,7 +281,7 @@ def pools(svc: Cairn, p: Any, q: dict[str, Any], rel: set[tuple], err: bool) -> 
     for kind in {"search": err is False, "recall": True}.items():
         if not kind[1]:
             continue
-        found = svc._retrieve(
+        found = svc.services.search._retrieve(
             p,
             q["text"] if kind[0] == "search" else q["text"][-8000:],
             error=kind[0] == "recall",

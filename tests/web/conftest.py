@@ -35,7 +35,7 @@ XSS = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> &
 @dataclass
 class Web:
     base: str  # http://127.0.0.1:PORT (the dashboard is under /ui)
-    svc: Any  # a Cairn with BrowseOps
+    svc: Any  # the Cairn facade the server runs
     store: Store
     alice: str  # admin token of account alice
     bob: str  # admin token of account bob (another tenant)

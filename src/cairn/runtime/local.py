@@ -66,12 +66,8 @@ def open_service(home: Path, settings: Settings | None = None, cwd: Path | None 
     if warm is not None:
         if cfg == warm.settings:
             return warm
-        import copy
-
         # Another repository's .cairn.toml (or environment): the same store and caches, its settings.
-        view = copy.copy(warm)
-        view.settings = cfg
-        return view
+        return warm.with_settings(cfg)
     from cairn.service.api import Cairn
     from cairn.store.engine import Store
 

@@ -23,14 +23,18 @@ from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service.records import fetch, fetch_id, paged, public, status
+from cairn.service.tx import read_tx
 from cairn.store.engine import Store
 from cairn.store.schema import lessons, links
 
 MAX_LINKS = 200  # a lesson page lists at most this many links; the count says when there are more
 
 
-class BrowseOps:
-    store: Store
+class Browse:
+    """The reviewer's reads: expired lessons and one lesson's page."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def expired(
         self, principal: Principal, scope: str | None = None, *, limit: int = 100, cursor: str | None = None
@@ -64,7 +68,7 @@ class BrowseOps:
             rows, after = paged(conn, principal, q, order, limit, kind="expired", cursor=cursor)
             return {"lessons": [public(r, now) for r in rows], "next_cursor": after}
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)
 
     def lesson_detail(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         """One lesson in any state but rejected, with its links in both directions.
@@ -126,4 +130,4 @@ class BrowseOps:
                 "more_links": len(edges) > MAX_LINKS,
             }
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)

@@ -16,8 +16,6 @@ is found by its words only.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -31,6 +29,7 @@ from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import indexing
+from cairn.service.tx import read_tx
 from cairn.store import search_index as ix
 from cairn.store.engine import Store
 from cairn.store.schema import lessons
@@ -38,7 +37,7 @@ from cairn.store.schema import lessons
 if TYPE_CHECKING:
     import numpy as np
 
-    from cairn.service.rank_index import RankIndex
+    from cairn.service.rank_index import RankIndex, RankIndexes
 
 MAX_TERMS = 16  # branch and task words weighed for lexical relevance
 TERM_CACHE = 64  # terms whose full-text matches are kept between changes
@@ -57,36 +56,16 @@ def top_set_size(max_chars: int) -> int:
     return max(100, max_chars // 30)
 
 
-def max_rank_indexes() -> int:
-    import os
+class Context:
+    """The session-start block; keeps the task embeddings it was asked for (a branch repeats them)."""
 
-    raw = os.environ.get("CAIRN_RANK_INDEXES", "").strip()
-    return max(1, int(raw)) if raw.isdigit() else 64
-
-
-class ContextOps:
-    store: Store
-
-    def _rank_index(self, tenant_id: str) -> RankIndex:
-        """The tenant's in-memory ranking index, kept for the most recently served tenants only.
-
-        A server answers many tenants; each index holds every active lesson's features (~100 bytes
-        a lesson plus its vector codes), so they are bounded in number (``CAIRN_RANK_INDEXES``,
-        default 64), least recently used first out. An evicted tenant's next context reloads its
-        index from the store (about a second per 100,000 lessons) and is as correct as before.
-        """
-        from cairn.service.rank_index import RankIndex
-
-        cache: OrderedDict[str, RankIndex] = self.__dict__.setdefault("_rank_indexes", OrderedDict())
-        lock: threading.Lock = self.__dict__.setdefault("_rank_lock", threading.Lock())
-        with lock:
-            idx = cache.get(tenant_id)
-            if idx is None:
-                idx = cache[tenant_id] = RankIndex(tenant_id)
-            cache.move_to_end(tenant_id)
-            while len(cache) > max_rank_indexes():
-                cache.popitem(last=False)
-        return idx
+    def __init__(
+        self, store: Store, settings: Settings, ranks: RankIndexes, query_vectors: dict[tuple[str, str], bytes]
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.ranks = ranks
+        self._query_vectors = query_vectors
 
     def context(
         self,
@@ -105,7 +84,7 @@ class ContextOps:
         import numpy as np
 
         principal.require(READ)
-        base: Settings = settings or self.settings  # type: ignore[attr-defined]
+        base = settings or self.settings
         cfg = base.with_overrides(max_chars=max_chars, loop_cap=loop_cap)
         task = (task or "").strip() or None
         if task and len(task) > TASK_MAX:
@@ -114,7 +93,7 @@ class ContextOps:
         visible = [s for s in rungs if principal.can_see(s)]
         terms = core.relevance_terms(branch, task)
         qvec = self._query_vector(task or " ".join(terms)) if terms else None
-        idx = self._rank_index(principal.tenant_id)
+        idx = self.ranks.get(principal.tenant_id)
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
@@ -169,14 +148,14 @@ class ContextOps:
                 "lessons": [_public(i) for i in block.chosen],
             }
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)
 
     def _query_vector(self, text: str) -> bytes | None:
         """The task's embedding (cached: every session start on a branch asks for the same one)."""
         from cairn.search.embed import get_embedder, vector_to_blob
 
         embedder = get_embedder()
-        cache: dict[tuple[str, str], bytes] = self.__dict__.setdefault("_query_vectors", {})
+        cache = self._query_vectors
         key = (embedder.name, text[:TASK_MAX])
         if key not in cache:
             if len(cache) >= QUERY_CACHE:

@@ -538,27 +538,3 @@ def _conversation_public(row: Any) -> dict[str, Any]:
         "updated_at": format_time(row["updated_at"]),
         "created_by": row["created_by"],
     }
-
-
-class ConversationOps:
-    """The facade's conversation operations (``cairn conversation``, ``/v1/conversations``)."""
-
-    def conversation_list(self, principal: Principal, *, limit: int = 100) -> dict[str, Any]:
-        return Conversations(self).list(principal, limit=limit)  # type: ignore[arg-type]
-
-    def conversation_show(self, principal: Principal, conversation_id: int) -> dict[str, Any]:
-        return Conversations(self).show(principal, conversation_id)  # type: ignore[arg-type]
-
-    def conversation_forget(
-        self,
-        principal: Principal,
-        conversation_id: int | None = None,
-        *,
-        turn: int | None = None,
-        message: int | None = None,
-        everything: bool = False,
-        candidates: str = "archive",
-    ) -> dict[str, Any]:
-        return Conversations(self).forget(  # type: ignore[arg-type]
-            principal, conversation_id, turn=turn, message=message, everything=everything, candidates=candidates
-        )

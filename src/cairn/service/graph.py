@@ -15,14 +15,18 @@ from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service import audit
 from cairn.service.records import fetch, fetch_id, status
+from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import links
 
 USER_RELS = ("related", "contradicts", "derived_from")  # "supersedes" is written by supersede only
 
 
-class GraphOps:
-    store: Store
+class Graph:
+    """Links between lessons and the walk over them."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def link(self, principal: Principal, scope: str, key: str, scope2: str, key2: str, rel: str) -> dict[str, Any]:
         if rel not in USER_RELS:
@@ -34,7 +38,7 @@ class GraphOps:
         principal.require(WRITE, a[0])
         principal.require(READ, b[0])
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
             src, dst = fetch(conn, principal, *a), fetch(conn, principal, *b)
             for addr, row in ((a, src), (b, dst)):
@@ -68,7 +72,7 @@ class GraphOps:
             )
             return {"changed": True, "rel": rel}
 
-        return self.store.run(tx, write=True, **principal.db_vars)
+        return write_tx(self.store, principal, tx)
 
     def neighborhood(
         self, principal: Principal, scope: str, key: str, *, depth: int = 1, budget: int = 2000
@@ -148,4 +152,4 @@ class GraphOps:
                 "omitted": omitted,
             }
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)

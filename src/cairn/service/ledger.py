@@ -14,12 +14,16 @@ from cairn.core.scope import validate_scope
 from cairn.errors import CairnError
 from cairn.service import audit, state_proof
 from cairn.service.records import paged
+from cairn.service.tx import read_tx
 from cairn.store.engine import Store
 from cairn.store.schema import audit_log
 
 
-class LedgerOps:
-    store: Store
+class Ledger:
+    """The audit ledger: reading it and verifying it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def audit(
         self,
@@ -51,7 +55,7 @@ class LedgerOps:
             rows, after = paged(conn, principal, q, order, limit, kind="audit", cursor=cursor, unscoped_ok=True)
             return {"entries": [audit.public(r) for r in reversed(rows)], "next_cursor": after}
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)
 
     def audit_verify(self, principal: Principal, *, full: bool = True) -> dict[str, Any]:
         """The chain, and (``full``) every lesson, version and tombstone row against the ledger.
@@ -62,7 +66,7 @@ class LedgerOps:
         """
         principal.require(ADMIN)
         tenant = principal.tenant_id
-        result = self.store.run(lambda conn: verify_all(conn, tenant, full), write=False, **principal.db_vars)
+        result = read_tx(self.store, principal, lambda conn: verify_all(conn, tenant, full))
         if not result["ok"]:
             raise CairnError("AUDIT_BROKEN", broken_message(result), result)
         return result

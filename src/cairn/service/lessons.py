@@ -35,6 +35,7 @@ from cairn.service import limits
 from cairn.service.mutate import apply
 from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, paged, public, status
 from cairn.service.tombstones import check_tombstones
+from cairn.service.tx import read_tx, write_tx
 from cairn.service.webhooks import outside as webhook_outside
 from cairn.service.webhooks import provenance as webhook_provenance
 from cairn.store.engine import Store
@@ -109,7 +110,7 @@ class WriteInput:
     origin: str
     author: str | None
     url: str | None
-    # JSON of what an import claimed and was not granted (see TransferOps.import_lines); else None.
+    # JSON of what an import claimed and was not granted (see Transfer.import_lines); else None.
     claimed: str | None = None
     # True when ``claimed`` comes from a writer's own claims (``write(claims=...)``): an edit merges
     # them into the claims the lesson holds, so a field the writer did not repeat keeps its value.
@@ -189,9 +190,12 @@ _TWIN = (
 )
 
 
-class LessonOps:
-    store: Store
-    settings: Settings
+class Lessons:
+    """Writing and reading lessons; the write path (``write_in``) is shared with supersede and import."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
 
     # -- writing ----------------------------------------------------------------------------
     def write(
@@ -215,19 +219,21 @@ class LessonOps:
         if claims:
             inp = replace(inp, claimed=_claims_json(claims), merge_claims=True)
         principal.require(WRITE, inp.scope)
-        # AccountOps: a scope bound to an org is written there (routed_write adds "routed_to").
-        return self.routed_write(principal, inp.scope, lambda conn, target: self._write_tx(conn, target, inp))  # type: ignore[attr-defined]
+        # A scope bound to an org is written there (write_tx adds "routed_to").
+        return write_tx(self.store, principal, lambda conn, acting: self.write_in(conn, acting, inp), route=inp.scope)
 
-    def _write_tx(
+    def write_in(
         self, conn: Connection, principal: Principal, inp: WriteInput, *, import_mode: bool = False
     ) -> dict[str, Any]:
-        """The write itself. ``import_mode``: a record of a file, not anyone's word — a new lesson
-        or an edit lands as a candidate whoever imports it, and same content is "unchanged"."""
+        """The write itself, inside the caller's transaction (supersede, import and webhooks share it).
+
+        ``import_mode``: a record of a file, not anyone's word — a new lesson or an edit lands as a
+        candidate whoever imports it, and same content is "unchanged"."""
         now = utcnow()
         chash = inp.content_hash
         check_tombstones(conn, principal, inp.value, inp.scope, inp.key, chash=chash)
         existing = fetch(conn, principal, inp.scope, inp.key)
-        twin = self._same_content_in_scope(conn, principal, inp.scope, chash) if existing is None else None
+        twin = self.same_content_in_scope(conn, principal, inp.scope, chash) if existing is None else None
         if import_mode:
             limits.check_value(conn, self.settings, principal, inp.value)
         else:  # a recurrence (same content, here or at a new key) adds no lesson
@@ -237,7 +243,7 @@ class LessonOps:
                 if import_mode:
                     return self._result("unchanged", twin, now, note="same content already stored")
                 return self._recur(conn, principal, twin, inp, now, note="same content already stored here")
-            state = self._new_state(principal, inp, chash, now, candidate=import_mode)
+            state = self.new_state(principal, inp, chash, now, candidate=import_mode)
             detail = None
             # With a threshold of 1 the first sighting already suffices; decided before the row is
             # written so one write stays one version and one audit row.
@@ -256,7 +262,7 @@ class LessonOps:
             return self._recur(conn, principal, existing, inp, now)
         return self._edit(conn, principal, existing, inp, chash, now, candidate=import_mode)
 
-    def _new_state(
+    def new_state(
         self, principal: Principal, inp: WriteInput, chash: str, now: datetime, *, candidate: bool = False
     ) -> dict[str, Any]:
         return {
@@ -358,7 +364,7 @@ class LessonOps:
         row = apply(conn, principal, before, state, "promote" if promoted_by else "recur", now, detail=detail)
         return self._result("promoted" if promoted_by else "recurred", row, now, note=note)
 
-    def _same_content_in_scope(
+    def same_content_in_scope(
         self, conn: Connection, principal: Principal, scope: str, chash: str
     ) -> dict[str, Any] | None:
         params = {"tenant": principal.tenant_id, "scope": scope, "hash": chash}
@@ -466,7 +472,7 @@ class LessonOps:
             assert chosen is not None
             return {"lesson": _version_public(chosen, row, now), "version": chosen["version"]}
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)
 
     def list(
         self,
@@ -521,7 +527,7 @@ class LessonOps:
             rows, after = paged(conn, principal, q, order, limit, kind=kind, cursor=cursor)
             return {"lessons": [public(r, now) for r in rows], "truncated": after is not None, "next_cursor": after}
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)
 
     def history(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         scope, key = validate_scope(scope), normalize_key(key)
@@ -552,7 +558,7 @@ class LessonOps:
                 )
             return {"scope": scope, "key": key, "status": status(row, now), "versions": out}
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)
 
     def diff(self, principal: Principal, scope: str, key: str, v1: int, v2: int) -> dict[str, Any]:
         scope, key = validate_scope(scope), normalize_key(key)
@@ -580,7 +586,7 @@ class LessonOps:
                 "fields": fields,
             }
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)
 
     def _versions(self, conn: Connection, principal: Principal, lesson_id: int) -> list[dict[str, Any]]:
         rows = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select
@@ -12,33 +14,44 @@ from cairn.core.principal import WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
-from cairn.service.lessons import LessonOps, make_write
+from cairn.service.lessons import Lessons, make_write
 from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch, public, status
 from cairn.service.tombstones import check_tombstones
+from cairn.service.tx import write_tx
+from cairn.store.engine import Store
 from cairn.store.schema import lessons, links
 
 OUTCOMES = {"helped": "helped_count", "not-helped": "not_helped_count"}
 
 
-class LifecycleOps(LessonOps):
-    def _change(self, principal: Principal, scope: str, key: str, fn) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+Change = Callable[[Connection, Principal, dict[str, Any], datetime], dict[str, Any]]
+
+
+class Lifecycle:
+    """State changes of one lesson; supersede writes through the lessons' own write path."""
+
+    def __init__(self, store: Store, lessons: Lessons) -> None:
+        self.store = store
+        self.lessons = lessons
+
+    def _change(self, principal: Principal, scope: str, key: str, fn: Change) -> dict[str, Any]:
         scope, key = validate_scope(scope), normalize_key(key)
         principal.require(WRITE, scope)
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
             before = fetch(conn, principal, scope, key)
             if before is None or before["trust"] == "rejected":
                 raise CairnError("NOT_FOUND", f"no lesson at {scope} {key}", {"scope": scope, "key": key})
-            return fn(conn, before, now)
+            return fn(conn, principal, before, now)
 
-        return self.store.run(tx, write=True, **principal.db_vars)
+        return write_tx(self.store, principal, tx)
 
     def archive(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         """Soft removal: hidden from reads, address kept, reversible with restore."""
 
-        def fn(conn: Connection, before: dict[str, Any], now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        def fn(conn: Connection, principal: Principal, before: dict[str, Any], now: datetime) -> dict[str, Any]:
             if before["archived_at"] is not None:
                 return {"changed": False, "lesson": public(before, now)}
             row = apply(conn, principal, before, dict(before, archived_at=now), "archive", now)
@@ -49,7 +62,7 @@ class LifecycleOps(LessonOps):
     def restore(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         """Unarchive: refused (TOMBSTONED) when the content or address was forgotten meanwhile."""
 
-        def fn(conn: Connection, before: dict[str, Any], now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        def fn(conn: Connection, principal: Principal, before: dict[str, Any], now: datetime) -> dict[str, Any]:
             if before["archived_at"] is None:
                 return {"changed": False, "lesson": public(before, now)}
             # An archived twin of content forgotten since must stay out, exactly as a write would.
@@ -67,7 +80,7 @@ class LifecycleOps(LessonOps):
             raise CairnError("INVALID_INPUT", f"outcome must be helped or not-helped; got {outcome!r}")
         column = OUTCOMES[outcome]
 
-        def fn(conn: Connection, before: dict[str, Any], now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        def fn(conn: Connection, principal: Principal, before: dict[str, Any], now: datetime) -> dict[str, Any]:
             state = dict(before, **{column: before[column] + 1})
             row = apply(conn, principal, before, state, "feedback", now, detail={"outcome": outcome})
             return {"outcome": outcome, "lesson": public(row, now)}
@@ -124,7 +137,7 @@ class LifecycleOps(LessonOps):
                 if exact:
                     found = exact
                 if not found:
-                    result = self._write_tx(conn, principal, inp)
+                    result = self.lessons.write_in(conn, principal, inp)
                     result["superseded"] = None
                     return result
                 if len(found) > 1:
@@ -138,7 +151,7 @@ class LifecycleOps(LessonOps):
                     )
                 target = found[0]
             old = {"scope": target["scope"], "key": target["key"], "version": target["version"]}
-            result = self._write_tx(conn, principal, inp)
+            result = self.lessons.write_in(conn, principal, inp)
             if (target["scope"], target["key"]) == (inp.scope, inp.key):
                 # Same address: the new version *is* the replacement; history keeps the old one.
                 result["superseded"] = old
@@ -185,4 +198,4 @@ class LifecycleOps(LessonOps):
             result["superseded_status"] = status(dict(target, superseded_by=new_row["id"]), now)
             return result
 
-        return self.routed_write(caller, inp.scope, tx)  # type: ignore[attr-defined]
+        return write_tx(self.store, caller, tx, route=inp.scope)

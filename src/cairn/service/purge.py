@@ -24,13 +24,17 @@ from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import audit, epoch, indexing
 from cairn.service.records import fetch
+from cairn.service.tx import write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings, webhook_provenance
 
 
-class PurgeOps:
-    store: Store
-    settings: Settings
+class Purge:
+    """The purge sweeps and the erasure of one forgotten lesson."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
 
     def purge(
         self,
@@ -50,7 +54,7 @@ class PurgeOps:
         principal.require_account_wide("purge")
         retention = older_than if older_than is not None else timedelta(days=self.settings.archive_retention_days)
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
             q = select(lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.version, lessons.c.content_hash)
             q = q.where(lessons.c.tenant_id == principal.tenant_id)
@@ -88,7 +92,7 @@ class PurgeOps:
                 "lessons": [{"scope": t["scope"], "key": t["key"]} for t in targets],
             }
 
-        return self.store.run(tx, write=True, **principal.db_vars)
+        return write_tx(self.store, principal, tx)
 
     def erase_forgotten(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         """Erase one forgotten lesson's text now, as the archived sweep would once past retention.
@@ -99,7 +103,7 @@ class PurgeOps:
         scope, key = validate_scope(scope), normalize_key(key)
         principal.require_account_wide("purge")
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
             row = fetch(conn, principal, scope, key)
             if row is None:
@@ -125,7 +129,7 @@ class PurgeOps:
             )
             return {"erased": True, "versions_erased": erased, "scope": scope, "key": key}
 
-        return self.store.run(tx, write=True, **principal.db_vars)
+        return write_tx(self.store, principal, tx)
 
 
 def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:

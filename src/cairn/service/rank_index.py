@@ -28,6 +28,7 @@ forgotten lesson's value) outlives the change that hid it.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -360,3 +361,36 @@ def _from_epoch(seconds: float) -> Any:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(max(seconds, 0.0), UTC)
+
+
+def max_rank_indexes() -> int:
+    """How many tenants' indexes a process keeps (``CAIRN_RANK_INDEXES``, default 64)."""
+    import os
+
+    raw = os.environ.get("CAIRN_RANK_INDEXES", "").strip()
+    return max(1, int(raw)) if raw.isdigit() else 64
+
+
+class RankIndexes:
+    """The ranking indexes of the most recently served tenants, shared by context and search.
+
+    A server answers many tenants; each index holds every active lesson's features (~100 bytes a
+    lesson plus its vector codes), so they are bounded in number (``max_rank_indexes``), least
+    recently used first out. An evicted tenant's next use reloads its index from the store and is as
+    correct as before.
+    """
+
+    def __init__(self) -> None:
+        self.cache: OrderedDict[str, RankIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, tenant_id: str) -> RankIndex:
+        """The tenant's index (made empty on first use; ``RankIndex.refresh`` loads it)."""
+        with self._lock:
+            idx = self.cache.get(tenant_id)
+            if idx is None:
+                idx = self.cache[tenant_id] = RankIndex(tenant_id)
+            self.cache.move_to_end(tenant_id)
+            while len(self.cache) > max_rank_indexes():
+                self.cache.popitem(last=False)
+        return idx

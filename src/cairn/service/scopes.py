@@ -15,12 +15,16 @@ from sqlalchemy.engine import Connection
 from cairn.core.principal import READ, Principal
 from cairn.core.timeparse import utcnow
 from cairn.service.records import active_clause
+from cairn.service.tx import read_tx
 from cairn.store.engine import Store
 from cairn.store.schema import lessons
 
 
-class ScopeOps:
-    store: Store
+class Scopes:
+    """The scope map."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def scopes(self, principal: Principal) -> dict[str, Any]:
         principal.require(READ)
@@ -46,4 +50,4 @@ class ScopeOps:
             ]
             return {"scopes": out, "total_active": sum(x["active"] for x in out)}
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from cairn.core.content import first_line
@@ -47,17 +46,14 @@ from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.search import ranker
 from cairn.search.embed import signature
-from cairn.service import indexing
+from cairn.service.embeddings import Embeddings
 from cairn.service.lessons import normalize_tags
-from cairn.service.rank_index import RankIndex
-from cairn.service.records import active_clause, public, status
+from cairn.service.rank_index import RankIndex, RankIndexes
+from cairn.service.records import active_clause, public
+from cairn.service.tx import read_tx
 from cairn.store import search_index as ix
 from cairn.store.engine import Store
 from cairn.store.schema import (
-    embed_queue,
-    embed_state,
-    lesson_embeddings,
-    lesson_signatures,
     lesson_tags,
     lessons,
 )
@@ -72,17 +68,19 @@ FTS_TERMS = 16  # the full-text arm's OR holds at most this many terms, rarest f
 FTS_POSTINGS = 4000  # ...while their document counts sum under this many rows (each is scored)...
 DF_CAP = 2000  # ...and never a term this common when rarer ones exist (document counts stop here)
 RECALL_DEPTH = 20  # candidates recall weighs (it prints at most RECALL_MAX)
-DRAIN_BATCH = 256
 # Recall prints the lessons whose fitted relevance (ranker.model().relevance) reaches this floor:
 # the operating point chosen on the dev halves of both eval sets (evals/README.md).
 RECALL_FLOOR = ranker.model().floor
 RECALL_MAX = 3
 
-Progress = Callable[[int, int], None]
 
+class Search:
+    """Hybrid search and failure recall; drains the embedding queue first and ranks on the shared indexes."""
 
-class SearchOps:
-    store: Store
+    def __init__(self, store: Store, embeddings: Embeddings, ranks: RankIndexes) -> None:
+        self.store = store
+        self.embeddings = embeddings
+        self.ranks = ranks
 
     # -- scopes -----------------------------------------------------------------------------
     def _scopes(
@@ -112,74 +110,6 @@ class SearchOps:
             else:
                 chosen = [s for s in chosen if principal.can_see(s)]
         return chosen, order
-
-    # -- embeddings -------------------------------------------------------------------------
-    def drain_embeddings(self, principal: Principal, progress: Progress | None = None) -> int:
-        """Embed every queued lesson of the tenant; returns how many vectors were written."""
-        from cairn.search.embed import get_embedder
-
-        def probe(c: Connection) -> tuple[str | None, int]:
-            state = c.execute(select(embed_state.c.model).where(embed_state.c.tenant_id == principal.tenant_id))
-            count = c.execute(
-                select(func.count()).select_from(embed_queue).where(embed_queue.c.tenant_id == principal.tenant_id)
-            )
-            return state.scalar(), count.scalar_one()
-
-        # Read first: a search with nothing to embed must not take the write lock (WAL readers never
-        # wait for a writer; a write probe on every search made them queue behind imports).
-        state, pending = self.store.run(probe, write=False, **principal.db_vars)
-        if state != indexing.configured_model():
-            self.store.run(lambda c: _follow_model(c, principal.tenant_id), write=True, **principal.db_vars)
-            state, pending = self.store.run(probe, write=False, **principal.db_vars)
-        if not pending:
-            return 0
-        embedder = get_embedder()
-        done = 0
-        while True:
-            batch = self.store.run(
-                lambda c: _queued(c, principal.tenant_id, DRAIN_BATCH), write=False, **principal.db_vars
-            )
-            if not batch:
-                return done
-            vectors = embedder.embed([_embed_text(r) for r in batch])
-
-            def write(conn: Connection, batch: list[dict[str, Any]] = batch, vectors: Any = vectors) -> int:
-                return _write_vectors(conn, principal.tenant_id, embedder, batch, vectors)
-
-            done += self.store.run(write, write=True, **principal.db_vars)
-            if progress:
-                progress(done, pending)
-
-    def reindex(self, principal: Principal, progress: Progress | None = None) -> dict[str, Any]:
-        """Rebuild the full-text index and every embedding of the tenant (e.g. after a model change)."""
-        principal.require_account_wide("reindex")
-        from cairn.search.embed import get_embedder
-
-        embedder = get_embedder()
-
-        def rebuild(conn: Connection) -> int:
-            now = utcnow()
-            ids = []
-            for row in conn.execute(select(lessons).where(lessons.c.tenant_id == principal.tenant_id)).mappings():
-                indexing.drop(conn, row["id"])
-                if status(dict(row), now) == "active":
-                    ix.fts_put(conn, dict(row))
-                    ids.append(row["id"])
-            if ids:
-                conn.execute(
-                    insert(embed_queue),
-                    [{"lesson_id": i, "tenant_id": principal.tenant_id, "queued_at": now} for i in ids],
-                )
-            # Vectors of other models are gone with the drops above; their tables go too.
-            keep = ix.vec_table(embedder.name, embedder.dim)
-            for table in ix.vec_tables(conn):
-                if table != keep and not _table_in_use(conn, table):
-                    ix.vec_drop_table(conn, table)
-            return len(ids)
-
-        count = self.store.run(rebuild, write=True, **principal.db_vars)
-        embedded = self.drain_embeddings(principal, progress)
-        return {"indexed": count, "embedded": embedded, "model": embedder.name, "dim": embedder.dim}
 
     # -- search -----------------------------------------------------------------------------
     def search(
@@ -310,13 +240,13 @@ class SearchOps:
         qvec: list[bytes] | None = None
         model_name = None
         if use_vec:
-            self.drain_embeddings(principal)
+            self.embeddings.drain_embeddings(principal)
             from cairn.search.embed import get_embedder, vector_to_blob
 
             embedder = get_embedder()
             model_name = embedder.name
             qvec = [vector_to_blob(v) for v in embedder.embed([v[:2000] for v in views])]
-        idx: RankIndex | None = self._rank_index(principal.tenant_id) if use_vec else None  # type: ignore[attr-defined]
+        idx: RankIndex | None = self.ranks.get(principal.tenant_id) if use_vec else None
         fitted = ranker.model()
 
         def tx(conn: Connection) -> Retrieved:
@@ -376,7 +306,7 @@ class SearchOps:
             shown = pool[: max(limit, RECALL_DEPTH) if weigh else limit]
             return Retrieved(terms, pool, [_hit(rows[c.id], c, terms, now, weigh) for c in shown])
 
-        return self.store.run(tx, write=False, **principal.db_vars)
+        return read_tx(self.store, principal, tx)
 
 
 @dataclass
@@ -544,125 +474,6 @@ def _vector_arm(
     return arm
 
 
-def _follow_model(conn: Connection, tenant_id: str) -> None:
-    """On a model change, queue every active lesson that has no vector from the configured model."""
-    model = indexing.configured_model()
-    state = conn.execute(select(embed_state.c.model).where(embed_state.c.tenant_id == tenant_id)).scalar()
-    if state == model:
-        return
-    now = utcnow()
-    have = select(lesson_embeddings.c.lesson_id).where(lesson_embeddings.c.model == model)
-    queued = select(embed_queue.c.lesson_id)
-    ids = (
-        conn.execute(
-            select(lessons.c.id).where(
-                lessons.c.tenant_id == tenant_id,
-                active_clause(now),
-                lessons.c.id.not_in(have),
-                lessons.c.id.not_in(queued),
-            )
-        )
-        .scalars()
-        .all()
-    )
-    if ids:
-        conn.execute(insert(embed_queue), [{"lesson_id": i, "tenant_id": tenant_id, "queued_at": now} for i in ids])
-    conn.execute(delete(embed_state).where(embed_state.c.tenant_id == tenant_id))
-    conn.execute(insert(embed_state).values(tenant_id=tenant_id, model=model, updated_at=now))
-
-
-def _write_vectors(conn: Connection, tenant_id: str, embedder: Any, batch: list[dict[str, Any]], vectors: Any) -> int:
-    """Store a drained batch's vectors; returns how many were written.
-
-    Each lesson is checked under this write transaction: one whose content changed while it was
-    embedded is re-queued (its vector is of the old text), one erased or no longer in the full-text
-    index (archived, rejected, expired) is dropped from the queue with no vector. Every table is
-    written with one statement per batch: per-lesson statements cost more than the rows.
-    """
-    from cairn.search.embed import signature, vector_to_blob
-
-    now = utcnow()
-    ids = [r["id"] for r in batch]
-    current = {
-        r["id"]: dict(r)
-        for r in conn.execute(
-            select(
-                lessons.c.id,
-                lessons.c.tenant_id,
-                lessons.c.scope,
-                lessons.c.trust,
-                lessons.c.expires_at,
-                lessons.c.content_hash,
-            ).where(lessons.c.id.in_(ids), lessons.c.tenant_id == tenant_id)
-        ).mappings()
-    }
-    conn.execute(delete(embed_queue).where(embed_queue.c.lesson_id.in_(ids)))
-    changed = [r["id"] for r in batch if r["id"] in current and current[r["id"]]["content_hash"] != r["content_hash"]]
-    if changed:  # changed while we embedded: embed the new text next round
-        conn.execute(insert(embed_queue), [{"lesson_id": i, "tenant_id": tenant_id, "queued_at": now} for i in changed])
-    unchanged = [
-        (r, v)
-        for r, v in zip(batch, vectors, strict=True)
-        if current.get(r["id"], {}).get("content_hash") == r["content_hash"]
-    ]
-    active = ix.fts_present(conn, [r["id"] for r, _ in unchanged])
-    keep = [(current[r["id"]], vector_to_blob(v), signature(v)) for r, v in unchanged if r["id"] in active]
-    if not keep:
-        return 0
-    written = [row["id"] for row, _, _ in keep]
-    ix.vec_put_many(conn, ix.vec_ensure(conn, embedder.name, embedder.dim), [(row, blob) for row, blob, _ in keep])
-    conn.execute(delete(lesson_embeddings).where(lesson_embeddings.c.lesson_id.in_(written)))
-    conn.execute(
-        insert(lesson_embeddings),
-        [
-            {
-                "lesson_id": row["id"],
-                "model": embedder.name,
-                "tenant_id": tenant_id,
-                "dim": embedder.dim,
-                "content_hash": row["content_hash"],
-                "embedded_at": now,
-                "vector": blob,
-            }
-            for row, blob, _ in keep
-        ],
-    )
-    conn.execute(delete(lesson_signatures).where(lesson_signatures.c.lesson_id.in_(written)))
-    conn.execute(
-        insert(lesson_signatures),
-        [
-            {"lesson_id": row["id"], "model": embedder.name, "tenant_id": tenant_id, "embedded_at": now, "bits": bits}
-            for row, _, bits in keep
-        ],
-    )
-    # Tells ranking indexes in every process that vectors arrived.
-    conn.execute(
-        update(embed_state).where(embed_state.c.tenant_id == tenant_id).values(generation=embed_state.c.generation + 1)
-    )
-    return len(keep)
-
-
-def _queued(conn: Connection, tenant_id: str, n: int) -> list[dict[str, Any]]:
-    rows = (
-        conn.execute(
-            select(lessons.c.id, lessons.c.key, lessons.c.value, lessons.c.tags, lessons.c.content_hash)
-            .join(embed_queue, embed_queue.c.lesson_id == lessons.c.id)
-            .where(embed_queue.c.tenant_id == tenant_id)
-            .order_by(embed_queue.c.lesson_id)
-            .limit(n)
-        )
-        .mappings()
-        .all()
-    )
-    # Queue entries whose lesson is gone are cleaned by the drop path; skip them here.
-    return [dict(r) for r in rows]
-
-
-def _embed_text(row: dict[str, Any]) -> str:
-    """What a lesson's vector represents: its key words and its text (tags add little meaning)."""
-    return row["key"].replace("-", " ").replace("::", " ") + ". " + row["value"]
-
-
 def _shadow(
     conn: Connection,
     principal: Principal,
@@ -707,8 +518,3 @@ def _cosines(conn: Connection, model: str, qvecs: bytes | list[bytes], ids: list
     queries = np.stack([np.frombuffer(q, dtype="<f4") for q in qvecs], axis=1)
     sims = (matrix @ queries).max(axis=1)
     return {k: float(v) for k, v in zip(keys, sims, strict=True)}
-
-
-def _table_in_use(conn: Connection, table: str) -> bool:
-    models = conn.execute(select(lesson_embeddings.c.model, lesson_embeddings.c.dim).distinct()).all()
-    return any(ix.vec_table(m, d) == table for m, d in models)

@@ -13,12 +13,16 @@ from cairn.core.principal import READ, Principal
 from cairn.core.timeparse import utcnow
 from cairn.service import indexing
 from cairn.service.records import active_clause
+from cairn.service.tx import read_tx
 from cairn.store.engine import Store
 from cairn.store.schema import embed_queue, lessons
 
 
-class StatusOps:
-    store: Store
+class Status:
+    """Counts for ``cairn status``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def status(self, principal: Principal) -> dict[str, Any]:
         principal.require(READ)
@@ -41,5 +45,5 @@ class StatusOps:
             pending = sum(n for scope, n in queued if principal.can_see(scope))
             return {"active_lessons": active, "pending_embeddings": pending}
 
-        counts = self.store.run(tx, write=False, **principal.db_vars)
+        counts = read_tx(self.store, principal, tx)
         return {**counts, "embedding_model": indexing.configured_model()}

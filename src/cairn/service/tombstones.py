@@ -27,9 +27,10 @@ from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.service import audit, epoch
 from cairn.service.mutate import apply
-from cairn.service.records import active_clause, fetch, paged, public
+from cairn.service.records import fetch, paged
+from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
-from cairn.store.schema import lesson_versions, lessons, tombstones
+from cairn.store.schema import lesson_versions, tombstones
 
 MAX_REASON = 2000
 
@@ -126,15 +127,18 @@ def tombstone_public(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ForgetOps:
-    store: Store
+class Tombstones:
+    """Forgetting and the audited way back."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def forget(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
         """Reject the lesson and tombstone its content and address, in one transaction."""
         scope, key, reason = validate_scope(scope), normalize_key(key), _reason(reason)
         principal.require(WRITE, scope)
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
             before = fetch(conn, principal, scope, key)
             if before is None:
@@ -176,14 +180,14 @@ class ForgetOps:
             )
             return {"tombstone_id": tomb_id, "already": False, "scope": scope, "key": key, "reason": reason}
 
-        return self.store.run(tx, write=True, **principal.db_vars)
+        return write_tx(self.store, principal, tx)
 
     def unforget(self, principal: Principal, tombstone_id: int, reason: str) -> dict[str, Any]:
         """Lift a tombstone: the one path back, audited with its reason. The lesson stays rejected."""
         reason = _reason(reason)
         principal.require(ADMIN)
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
             row = (
                 conn.execute(
@@ -219,14 +223,14 @@ class ForgetOps:
             )
             return {"tombstone_id": tombstone_id, "lifted": True, "reason": reason}
 
-        return self.store.run(tx, write=True, **principal.db_vars)
+        return write_tx(self.store, principal, tx)
 
     def tombstones(
         self, principal: Principal, *, include_lifted: bool = False, limit: int = 1000, cursor: str | None = None
     ) -> dict[str, Any]:
         """Tombstones, oldest first, a page at a time (``next_cursor`` continues)."""
         principal.require(READ)
-        _check_limit(limit)
+        check_limit(limit)
 
         def tx(conn: Connection) -> dict[str, Any]:
             q = select(tombstones).where(tombstones.c.tenant_id == principal.tenant_id)
@@ -236,55 +240,9 @@ class ForgetOps:
             rows, after = paged(conn, principal, q, ((tombstones.c.id, False),), limit, kind=kind, cursor=cursor)
             return {"tombstones": [tombstone_public(r) for r in rows], "next_cursor": after}
 
-        return self.store.run(tx, write=False, **principal.db_vars)
-
-    # -- review -------------------------------------------------------------------------------
-    def review_queue(
-        self, principal: Principal, *, scope: str | None = None, limit: int = 100, cursor: str | None = None
-    ) -> dict[str, Any]:
-        """Candidates awaiting review, oldest first, a page at a time (``next_cursor`` continues)."""
-        principal.require(READ)
-        if scope:
-            scope = validate_scope(scope)
-        _check_limit(limit)
-
-        def tx(conn: Connection) -> dict[str, Any]:
-            now = utcnow()
-            q = select(lessons).where(
-                lessons.c.tenant_id == principal.tenant_id, active_clause(now), lessons.c.trust == "candidate"
-            )
-            if scope:
-                q = q.where(lessons.c.scope == scope)
-            order = ((lessons.c.created_at, False), (lessons.c.id, False))
-            rows, after = paged(conn, principal, q, order, limit, kind="review", cursor=cursor)
-            return {"candidates": [public(r, now) for r in rows], "next_cursor": after}
-
-        return self.store.run(tx, write=False, **principal.db_vars)
-
-    def verify(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
-        """A person vouches for a candidate."""
-        scope, key = validate_scope(scope), normalize_key(key)
-        principal.require(WRITE, scope)
-
-        def tx(conn: Connection) -> dict[str, Any]:
-            now = utcnow()
-            before = fetch(conn, principal, scope, key)
-            if before is None or before["trust"] == "rejected":
-                raise CairnError("NOT_FOUND", f"no reviewable lesson at {scope} {key}")
-            if before["trust"] == "verified":
-                return {"changed": False, "lesson": public(before, now)}
-            # Vouching for content that was forgotten elsewhere would give it back its authority.
-            check_tombstones(conn, principal, before["value"], scope, key, chash=before["content_hash"])
-            row = apply(conn, principal, before, dict(before, trust="verified"), "verify", now)
-            return {"changed": True, "lesson": public(row, now)}
-
-        return self.store.run(tx, write=True, **principal.db_vars)
-
-    def reject(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
-        """Reject is forget: the review decision is a tombstone, not a flag."""
-        return self.forget(principal, scope, key, reason)
+        return read_tx(self.store, principal, tx)
 
 
-def _check_limit(limit: int) -> None:
+def check_limit(limit: int) -> None:
     if not 1 <= limit <= 10_000:
         raise CairnError("INVALID_INPUT", f"limit must be between 1 and 10000, got {limit}")

@@ -33,11 +33,14 @@ from cairn.core.principal import ADMIN, MAX_SESSION_CHARS, READ, WRITE, Principa
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, parse_time, parse_ttl, utcnow
 from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
 from cairn.service import audit, indexing, limits, state_proof
-from cairn.service.lessons import LessonOps, WriteInput, make_write
+from cairn.service.lessons import Lessons, WriteInput, make_write
 from cairn.service.mutate import Change, apply, apply_many, replay
 from cairn.service.records import ORIGINS, TRUST, active_clause, fetch
 from cairn.service.tombstones import MAX_REASON, check_tombstones, forgotten_identity
+from cairn.service.tx import read_tx, write_tx
+from cairn.store.engine import Store
 from cairn.store.schema import lesson_versions, lessons, links, tombstones
 
 FORMAT = "cairn-export"
@@ -61,7 +64,14 @@ def _pt(v: Any, field: str) -> datetime | None:
     return parse_time(v)
 
 
-class TransferOps(LessonOps):
+class Transfer:
+    """Export and import; an import record is written through the lessons' own write path."""
+
+    def __init__(self, store: Store, settings: Settings, lessons: Lessons) -> None:
+        self.store = store
+        self.settings = settings
+        self.lessons = lessons
+
     # -- export -------------------------------------------------------------------------------
     def export(self, principal: Principal, *, active_only: bool = False, scope: str | None = None) -> Iterator[str]:
         """JSONL lines. Without ``active_only`` this is a full, lossless backup.
@@ -147,7 +157,7 @@ class TransferOps(LessonOps):
                     )
                 )
 
-        self.store.run(tx, write=False, **principal.db_vars)
+        read_tx(self.store, principal, tx)
         return iter(lines)
 
     # -- import -------------------------------------------------------------------------------
@@ -180,9 +190,11 @@ class TransferOps(LessonOps):
             batch = records[start : start + BATCH]
 
             def tx(
-                conn: Connection, batch: list[tuple[int, str, Any]] = batch, done: int = done
+                conn: Connection, principal: Principal, batch: list[tuple[int, str, Any]] = batch, done: int = done
             ) -> list[tuple[str, Any]]:
-                bulk = _PlainBulk(self, conn, principal, [rec for _, kind, rec in batch if kind == "plain"], restore)
+                bulk = _PlainBulk(
+                    self.lessons, conn, principal, [rec for _, kind, rec in batch if kind == "plain"], restore
+                )
                 outcomes: list[tuple[str, Any]] = []
                 lim, _ = limits.effective(conn, self.settings, principal.tenant_id)
                 for lineno, kind, rec in batch:
@@ -220,7 +232,7 @@ class TransferOps(LessonOps):
                         )
                 return outcomes
 
-            for outcome, info in self.store.run(tx, write=True, **principal.db_vars):
+            for outcome, info in write_tx(self.store, principal, tx):
                 if outcome == "refused":
                     refused.append(info)
                 else:
@@ -229,9 +241,7 @@ class TransferOps(LessonOps):
             if progress:
                 progress(done, total)
         if supersessions:
-            self.store.run(
-                lambda conn: _link_supersessions(conn, principal, supersessions), write=True, **principal.db_vars
-            )
+            write_tx(self.store, principal, lambda conn, acting: _link_supersessions(conn, acting, supersessions))
         return {**counts, "refused": refused, "records": total, "restore": restore}
 
     def _import_one(
@@ -247,7 +257,7 @@ class TransferOps(LessonOps):
         level = ADMIN if restore else WRITE
         if kind == "plain":
             principal.require(level, rec.scope)
-            result = self._write_tx(conn, principal, rec, import_mode=True)
+            result = self.lessons.write_in(conn, principal, rec, import_mode=True)
             return ("unchanged" if result["action"] in ("unchanged", "recurred") else result["action"], None)
         if kind == "lesson":
             lesson, versions = rec
@@ -276,7 +286,7 @@ class TransferOps(LessonOps):
             if restore:
                 replay(conn, principal, lesson, versions, now)
             else:
-                twin = self._same_content_in_scope(conn, principal, lesson["scope"], last["content_hash"])
+                twin = self.lessons.same_content_in_scope(conn, principal, lesson["scope"], last["content_hash"])
                 if twin is not None:
                     return ("unchanged", None)
                 apply(
@@ -443,9 +453,9 @@ class _PlainBulk:
     """
 
     def __init__(
-        self, ops: TransferOps, conn: Connection, principal: Principal, recs: list[WriteInput], restore: bool
+        self, writer: Lessons, conn: Connection, principal: Principal, recs: list[WriteInput], restore: bool
     ) -> None:
-        self.ops, self.conn, self.principal = ops, conn, principal
+        self.writer, self.conn, self.principal = writer, conn, principal
         self.level = ADMIN if restore else WRITE
         self.now = utcnow()
         self.pending: list[Change] = []
@@ -504,7 +514,7 @@ class _PlainBulk:
 
     def add(self, rec: WriteInput) -> None:
         h = rec.content_hash
-        state = self.ops._new_state(self.principal, rec, h, self.now, candidate=True)  # as _write_tx's import_mode
+        state = self.writer.new_state(self.principal, rec, h, self.now, candidate=True)  # as write_in's import_mode
         self.pending.append(Change(None, state, "create"))
         self.touched(rec)
 

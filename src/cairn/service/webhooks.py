@@ -10,7 +10,7 @@ Rules that live here (and nowhere in a surface):
   an unknown repository and a wrong signature are one answer, and take the same work;
 * a processed ``X-GitHub-Delivery`` id is remembered in the transaction that acted on it, so a
   redelivery answers "duplicate" and changes nothing, and a delivery that failed is not remembered;
-* a finding is written through the one write path (``LessonOps._write_tx``): tombstones, limits,
+* a finding is written through the one write path (``Lessons.write_in``): tombstones, limits,
   recurrence and the audit apply as to any write; it lands as a candidate in ``repo::owner/name``,
   with its provenance beside it. An outside author's lesson is never promoted by recurrence
   (``lessons.py`` asks :func:`outside`).
@@ -24,7 +24,7 @@ import logging
 import secrets
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from sqlalchemy import delete, insert, select, update
@@ -41,6 +41,10 @@ from cairn.service import audit
 from cairn.service.records import fetch
 from cairn.store.engine import Store
 from cairn.store.schema import tenants, webhook_deliveries, webhook_provenance, webhooks
+
+if TYPE_CHECKING:  # lessons imports this module (provenance, outside): no cycle at run time
+    from cairn.service.lessons import Lessons
+    from cairn.service.orgs import Orgs
 from cairn.webhooks import github as gh
 
 log = logging.getLogger("cairn.webhooks")
@@ -150,9 +154,14 @@ def _public(row: dict[str, Any], now: Any) -> dict[str, Any]:
     }
 
 
-class WebhookOps:
-    store: Store
-    settings: Settings
+class Webhooks:
+    """Webhook registrations (an account's or an org's admins) and the deliveries that land as lessons."""
+
+    def __init__(self, store: Store, settings: Settings, orgs: Orgs, lessons: Lessons) -> None:
+        self.store = store
+        self.settings = settings
+        self.orgs = orgs
+        self.lessons = lessons
 
     # -- management (admins) -------------------------------------------------------------------
     def _admin_tx(self, principal: Principal, org: str | None, what: str, fn, *, write: bool = True):  # type: ignore[no-untyped-def]
@@ -163,7 +172,7 @@ class WebhookOps:
                 roles.require_role(role, roles.ADMIN_ROLE, what)
                 return fn(conn, principal.with_tenant(tenant, principal.permissions))
 
-            return self._in_org(principal, org, what, in_org, write=write, level=ADMIN)  # type: ignore[attr-defined]
+            return self.orgs.in_org(principal, org, what, in_org, write=write, level=ADMIN)
         principal.require(ADMIN)
         return self.store.run(lambda conn: fn(conn, principal), write=write, **principal.db_vars)
 
@@ -396,7 +405,7 @@ class WebhookOps:
             return "dropped.invalid", {}  # e.g. over the 64 KiB lesson limit
         inp = replace(inp, outside=f.outside)
         try:
-            result = self._write_tx(conn, author, inp)  # type: ignore[attr-defined]
+            result = self.lessons.write_in(conn, author, inp)
         except CairnError as exc:
             if exc.code == "TOMBSTONED":
                 return "tombstoned", {}

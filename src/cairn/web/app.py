@@ -38,7 +38,6 @@ from cairn.core.roles import ADMIN_ROLE, OWNER, ROLES
 from cairn.core.timeparse import parse_time
 from cairn.errors import CairnError
 from cairn.service.api import Cairn
-from cairn.service.browse import BrowseOps
 from cairn.web import session as sess
 
 HERE = Path(__file__).parent
@@ -124,8 +123,6 @@ def create_web(svc: Cairn, *, secret: bytes | None = None) -> FastAPI:
     ``secret`` keys the CSRF tokens and flash signatures; give every worker the same one when
     several serve the same address (default: a random key per process).
     """
-    if not isinstance(svc, BrowseOps):
-        raise TypeError("the dashboard needs the browse operations: add BrowseOps to the Cairn facade")
     keys = sess.Keys(secret) if secret else sess.Keys.generate()
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),

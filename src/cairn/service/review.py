@@ -1,0 +1,77 @@
+"""Review: the candidates awaiting a person's judgement, and the two verdicts (verify, reject).
+
+A candidate is an agent's lesson that has not earned trust yet; a person's verify makes it verified
+(after the same tombstone check a write makes), and a reject is a forget: a tombstone, not a flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from cairn.core.keys import normalize_key
+from cairn.core.principal import READ, WRITE, Principal
+from cairn.core.scope import validate_scope
+from cairn.core.timeparse import utcnow
+from cairn.errors import CairnError
+from cairn.service.mutate import apply
+from cairn.service.records import active_clause, fetch, paged, public
+from cairn.service.tombstones import Tombstones, check_limit, check_tombstones
+from cairn.service.tx import read_tx, write_tx
+from cairn.store.engine import Store
+from cairn.store.schema import lessons
+
+
+class Review:
+    """The review queue and its verdicts; rejecting goes through the tombstones."""
+
+    def __init__(self, store: Store, tombstones: Tombstones) -> None:
+        self.store = store
+        self.tombstones = tombstones
+
+    def review_queue(
+        self, principal: Principal, *, scope: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Candidates awaiting review, oldest first, a page at a time (``next_cursor`` continues)."""
+        principal.require(READ)
+        if scope:
+            scope = validate_scope(scope)
+        check_limit(limit)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            now = utcnow()
+            q = select(lessons).where(
+                lessons.c.tenant_id == principal.tenant_id, active_clause(now), lessons.c.trust == "candidate"
+            )
+            if scope:
+                q = q.where(lessons.c.scope == scope)
+            order = ((lessons.c.created_at, False), (lessons.c.id, False))
+            rows, after = paged(conn, principal, q, order, limit, kind="review", cursor=cursor)
+            return {"candidates": [public(r, now) for r in rows], "next_cursor": after}
+
+        return read_tx(self.store, principal, tx)
+
+    def verify(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
+        """A person vouches for a candidate."""
+        scope, key = validate_scope(scope), normalize_key(key)
+        principal.require(WRITE, scope)
+
+        def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
+            now = utcnow()
+            before = fetch(conn, principal, scope, key)
+            if before is None or before["trust"] == "rejected":
+                raise CairnError("NOT_FOUND", f"no reviewable lesson at {scope} {key}")
+            if before["trust"] == "verified":
+                return {"changed": False, "lesson": public(before, now)}
+            # Vouching for content that was forgotten elsewhere would give it back its authority.
+            check_tombstones(conn, principal, before["value"], scope, key, chash=before["content_hash"])
+            row = apply(conn, principal, before, dict(before, trust="verified"), "verify", now)
+            return {"changed": True, "lesson": public(row, now)}
+
+        return write_tx(self.store, principal, tx)
+
+    def reject(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
+        """Reject is forget: the review decision is a tombstone, not a flag."""
+        return self.tombstones.forget(principal, scope, key, reason)

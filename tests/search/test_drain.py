@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cairn.search import embed as E
-from cairn.service import search as search_service
+from cairn.service import embeddings as embedding_service
 from cairn.service.api import Cairn
 from cairn.store import search_index as ix
 from tests.search.util import ME, default_env, lesson_id, load, open_service, sql
@@ -84,7 +84,7 @@ def stored(svc: Cairn) -> dict[str, dict[str, Any]]:
 
 def expected(svc: Cairn, key: str) -> np.ndarray:
     value = sql(svc, "SELECT value FROM lessons WHERE key = :k", k=key)[0][0]
-    return E.HashEmbedder().embed([search_service._embed_text({"key": key, "value": value})])[0]
+    return E.HashEmbedder().embed([embedding_service.embed_text({"key": key, "value": value})])[0]
 
 
 def queue(svc: Cairn) -> list[int]:
@@ -96,7 +96,7 @@ def generation(svc: Cairn) -> int:
 
 
 def test_every_lesson_gets_one_vector_of_its_text_batch_by_batch(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search_service, "DRAIN_BATCH", 3)  # 7 lessons: batches of 3, 3 and 1
+    monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 3)  # 7 lessons: batches of 3, 3 and 1
     load(svc, LESSONS)
     before = generation(svc)
     seen: list[tuple[int, int]] = []
@@ -132,7 +132,7 @@ def test_a_redrain_replaces_the_vector_and_leaves_one_row(svc: Cairn) -> None:
 
 def test_lessons_changed_archived_or_erased_during_the_batch(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
     load(svc, LESSONS)
-    old_oom = search_service._embed_text({"key": "oom", "value": LESSONS["oom"]})
+    old_oom = embedding_service.embed_text({"key": "oom", "value": LESSONS["oom"]})
     new_oom = "Exit code 137 means the kernel OOM killer ended the worker; give the pod more memory."
 
     def another_writer() -> None:  # runs while the drain's batch is being embedded
@@ -146,7 +146,7 @@ def test_lessons_changed_archived_or_erased_during_the_batch(svc: Cairn, monkeyp
     assert svc.drain_embeddings(ME) == len(LESSONS) - 2
     assert queue(svc) == []
     assert model.texts.count(old_oom) == 1
-    assert model.texts[-1] == search_service._embed_text({"key": "oom", "value": new_oom})
+    assert model.texts[-1] == embedding_service.embed_text({"key": "oom", "value": new_oom})
     held = stored(svc)
     assert sorted(held) == sorted(set(LESSONS) - {"utc", "squash"})  # no vector for the archived or erased
     assert held["oom"]["fresh"] and held["oom"]["index_rows"] == 1

@@ -154,7 +154,7 @@ class Extraction:
                 )  # fmt: skip
                 try:
                     with conn.begin_nested():
-                        out = self.cairn._write_tx(conn, principal, inp)  # noqa: SLF001 - the one write path
+                        out = self.cairn.services.lessons.write_in(conn, principal, inp)  # the one write path
                 except CairnError as exc:  # a tombstone or a limit refuses this one; the others go on
                     skipped.append({"key": p.key, "reason": exc.code})
                     continue

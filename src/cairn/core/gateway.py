@@ -5,7 +5,7 @@ URL. Two decisions are made here, without I/O, so every surface and test shares 
 
 * **Attribution.** The working context comes from the ``X-Cairn-Repo``/``-Branch``/``-Project``
   headers, else from the token's own default: a token limited to exactly one repository, branch or
-  project (``cairn token create --scope repo::acme/widget``) works there and nowhere else. A request
+  project (``cairn token create --scope-pattern repo::acme/widget``) works there and nowhere else. A request
   with neither is *unknown*: it reads only ``global`` lessons (no project's lessons leak into a
   conversation nobody attributed) and its turns write nothing (unknown fails closed).
 * **The block.** The context block and, when the latest user turn looks like a failure, the recall

@@ -55,6 +55,7 @@ _NOT_UPSTREAM = _HOP | {
     "authorization", "x-api-key", "cookie",
     "x-cairn-repo", "x-cairn-branch", "x-cairn-project", "x-cairn-conversation", "x-cairn-extract",
 }  # fmt: skip
+NO_KEY = "the API key is a Cairn token: set OPENAI_API_KEY / ANTHROPIC_API_KEY to cairn_…"
 _NOT_DOWNSTREAM = _HOP | {"set-cookie", "server", "date"}
 
 
@@ -241,34 +242,37 @@ def router(gateway: Gateway) -> APIRouter:
     async def principal_of(request: Request) -> Any:
         secret = _secret(request)
         if not secret:
-            raise CairnError(
-                "UNAUTHENTICATED", "the API key is a Cairn token: set OPENAI_API_KEY / ANTHROPIC_API_KEY to cairn_…"
-            )
+            raise CairnError("UNAUTHENTICATED", NO_KEY)
         return await anyio.to_thread.run_sync(conversations.cairn.resolve_token, secret)
 
     async def proxy(request: Request) -> Response:
         protocol = _protocol_of(request)
         try:
-            principal = await principal_of(request)
+            secret = _secret(request)
+            if not secret:
+                raise CairnError("UNAUTHENTICATED", NO_KEY)
             raw = await request.body()
             body = jsonin.loads(raw, "the request body")
             if not isinstance(body, dict):
                 raise CairnError("INVALID_INPUT", "the request body must be a JSON object")
-            where = attribution(
-                repo=request.headers.get("x-cairn-repo"),
-                branch=request.headers.get("x-cairn-branch"),
-                project=request.headers.get("x-cairn-project"),
-                token_patterns=principal.scope_patterns,
-            )
             turn = protocols.latest_turn(protocol, body)
             name = thread(protocol, request.headers.get("x-cairn-conversation"), protocols.opening(protocol, body))
 
-            def prepare() -> tuple[Any, int]:
-                # The epoch first: an erasure after this point makes the recording write nothing.
+            def prepare() -> tuple[Any, Any, Any, int]:
+                # One hop to a worker thread for the three reads. The epoch before the block: an
+                # erasure after this point makes the recording write nothing.
+                principal = conversations.cairn.resolve_token(secret)
+                where = attribution(
+                    repo=request.headers.get("x-cairn-repo"),
+                    branch=request.headers.get("x-cairn-branch"),
+                    project=request.headers.get("x-cairn-project"),
+                    token_patterns=principal.scope_patterns,
+                )
                 snapshot = conversations.epoch(principal)
-                return conversations.memory(principal, where, turn, failed=looks_failed(turn)), snapshot
+                memory = conversations.memory(principal, where, turn, failed=looks_failed(turn))
+                return principal, where, memory, snapshot
 
-            memory, snapshot = await anyio.to_thread.run_sync(prepare)
+            principal, where, memory, snapshot = await anyio.to_thread.run_sync(prepare)
         except CairnError as exc:
             return _error(protocol, exc)
         content = raw

@@ -64,6 +64,7 @@ TABS = (
     ("/archive", "Archive"),
     ("/expired", "Expired"),
     ("/tombstones", "Tombstones"),
+    ("/conversations", "Conversations"),
     ("/scopes", "Scopes"),
     ("/audit", "Audit"),
     ("/tokens", "Tokens"),
@@ -553,6 +554,38 @@ def create_web(svc: Cairn, *, secret: bytes | None = None) -> FastAPI:
             next_url(view, form, "/tombstones"),
             "ok",
             f"Lifted tombstone {tid}; its content may be written again.",
+        )
+
+    # -- gateway conversations (docs/gateway.md) ---------------------------------------------------
+    @page("/conversations")
+    async def conversations_page(view: View) -> Response:
+        """The gateway's recorded conversations; one of them with its messages and the forget forms."""
+        conv_id = int_arg(arg(view, "id", 18), "id")
+        if conv_id is None:
+            out = await call(svc.conversation_list, view.principal)
+            return render(view, "conversations.html", rows=out["conversations"], conv=None)
+        conv = await call(svc.conversation_show, view.principal, conv_id)
+        return render(view, "conversations.html", rows=[], conv=conv)
+
+    @action("/conversations/forget")
+    async def conversation_forget(view: View, form: FormData) -> Response:
+        everything = field_(form, "all", 3) == "1"
+        conv_id = int_arg(field_(form, "conversation_id", 18), "conversation_id")
+        turn = int_arg(field_(form, "turn", 10), "turn")
+        message = int_arg(field_(form, "message", 18), "message")
+        candidates = field_(form, "candidates", 10) or "archive"
+        out = await call(
+            svc.conversation_forget, view.principal, conv_id, turn=turn, message=message, everything=everything,
+            candidates=candidates,
+        )  # fmt: skip
+        gone = sum(len(c["messages"]) for c in out["conversations"])
+        whole = everything or (turn is None and message is None)
+        return done(
+            view,
+            view.url("/conversations") if whole else view.url("/conversations", id=conv_id),
+            "ok",
+            f"Forgot {gone} message(s); {out['tombstones']} tombstone(s) keep them out; "
+            f"candidates archived {len(out['archived'])}, purged {len(out['purged'])}.",
         )
 
     @page("/scopes")

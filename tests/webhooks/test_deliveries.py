@@ -278,3 +278,32 @@ def test_a_forgotten_comment_reposted_is_refused(served: Served) -> None:
     assert again.status == 200 and again.body["outcome"] == "tombstoned"
     after = served.state()
     assert after[0] == before[0] and after[1] == before[1]
+
+
+def test_a_delivery_that_cannot_be_stored_answers_503_and_its_retry_lands(served: Served) -> None:
+    """A limit reached: 503 (GitHub retries), nothing stored, the delivery id not remembered; once the
+    limit is lifted the same delivery, redelivered with its id, lands."""
+    from cairn.core.principal import local_principal
+
+    operator = local_principal()
+    held = len(served.svc.list(served.bob, limit=10_000)["lessons"])
+    served.svc.limits_set(operator, "bob", max_lessons=max(held, 1))
+    payload = gh.pull_request_review_comment(
+        "bob/tools", 95, "Flush the write buffer before closing the socket, always."
+    )
+    body, headers = signed("pull_request_review_comment", payload, served.secrets["bob/tools"])
+    before = served.state()
+    try:
+        if held == 0:  # the limit counts lessons held: fill the one allowed slot first
+            filler = gh.pull_request_review_comment(
+                "bob/tools", 96, "Pin the base image digest so rebuilds are reproducible."
+            )
+            assert served.deliver("bob/tools", "pull_request_review_comment", filler).body["outcome"] == "created"
+            before = served.state()
+        refused = served.post(f"{PATH}?repo=bob/tools", body, headers)
+        assert refused.status == 503 and refused.body["code"] == "SETUP", refused.body
+        assert served.state() == before
+    finally:
+        served.svc.limits_set(operator, "bob", max_lessons=0)  # 0 removes the override
+    retried = served.post(f"{PATH}?repo=bob/tools", body, headers)
+    assert retried.status == 200 and retried.body["outcome"] == "created"

@@ -201,7 +201,25 @@ def cairn_home(tmp_path: Path) -> Path:
     return home
 
 
+def _cli_cwd(home: Path) -> Path:
+    # Not the repository the suite runs from: context/recall read the cwd's git checkout.
+    return next(p for p in (home, *home.parents) if p.is_dir())
+
+
 def run_cli(home: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None):
+    """Run the real ``cairn`` entry point in this process (``tests/inprocess.py``), as a user would.
+
+    ``CAIRN_SESSION`` is unset unless ``env`` sets it. Commands that must be a process of their own
+    (the script, the daemon's forwarding, kill -9, concurrent writers) use ``run_cli_process``.
+    """
+    from tests import inprocess
+
+    return inprocess.run(
+        args, env={"CAIRN_HOME": str(home), "CAIRN_SESSION": None, **(env or {})}, cwd=_cli_cwd(home), input=stdin
+    )
+
+
+def run_cli_process(home: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None):
     """Run the real ``cairn`` entry point in a subprocess, as a user would."""
     full_env = {**os.environ, "CAIRN_HOME": str(home), **(env or {})}
     full_env.pop("CAIRN_SESSION", None) if env is None or "CAIRN_SESSION" not in env else None
@@ -211,7 +229,6 @@ def run_cli(home: Path, *args: str, stdin: str | None = None, env: dict[str, str
         capture_output=True,
         text=True,
         env=full_env,
-        # Not the repository the suite runs from: context/recall read the cwd's git checkout.
-        cwd=next(p for p in (home, *home.parents) if p.is_dir()),
+        cwd=_cli_cwd(home),
         timeout=120,
     )

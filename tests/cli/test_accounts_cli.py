@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,11 @@ API = "repo::acme/api"
 
 
 def together(*calls: Callable[[], Any]) -> list[Any]:
-    """Run independent commands concurrently; their results in order (an assertion error re-raises)."""
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        return [f.result() for f in [pool.submit(c) for c in calls]]
+    """Run independent commands; their results in order (an assertion error re-raises).
+
+    One after the other: the commands run in this process (``tests/inprocess.py``), which swaps
+    process-wide state for each; they were run concurrently only when each was a process to start."""
+    return [call() for call in calls]
 
 
 class As:

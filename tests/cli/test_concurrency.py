@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Cli, assert_clean_stderr
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 
 WORKERS = 4
 WRITES = 25
@@ -120,7 +120,7 @@ def test_cli_subprocesses_racing_on_a_fresh_store(cli: Cli) -> None:
 
     def worker(w: int) -> None:
         for _ in range(per_worker):
-            proc = run_cli(cli.home, "--json", "write", "global", "pin-python", value, "--session", f"w{w}")
+            proc = run_cli_process(cli.home, "--json", "write", "global", "pin-python", value, "--session", f"w{w}")
             with lock:
                 results.append(proc)
 

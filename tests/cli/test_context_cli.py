@@ -8,13 +8,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cairn.core.context import FENCE_CLOSE, FENCE_OPEN
+from tests import inprocess
 from tests.cli.conftest import assert_clean_stderr, envelope
 
 B, R, P, G = "branch::acme/api::feat/x", "repo::acme/api", "project::api", "global"
@@ -55,15 +55,7 @@ def cli_env(home: Path, user_home: Path, extra: dict[str, str] | None = None) ->
 def cairn(home: Path, *args: str, cwd: Path, stdin: str | None = None, env: dict[str, str] | None = None):
     user_home = home.parent / "user-home"
     user_home.mkdir(exist_ok=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "cairn.cli.main", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=cli_env(home, user_home, env),
-        cwd=cwd,
-        timeout=120,
-    )
+    proc = inprocess.run(args, env=cli_env(home, user_home, env), inherit_env=False, cwd=cwd, input=stdin)
     assert_clean_stderr(proc)
     return proc
 

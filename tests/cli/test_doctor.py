@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests import inprocess
 from tests.cli.conftest import envelope
 from tests.cli.test_postgres_cli import pg_url  # noqa: F401 - the fixture: a fresh migrated Postgres database
 from tests.conftest import run_cli
@@ -154,11 +155,7 @@ def test_git_detection_says_how(tmp_path: Path, remote: str | None) -> None:
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
     if remote:
         subprocess.run(["git", "remote", "add", "origin", remote], cwd=repo, check=True)
-    proc = subprocess.run(
-        [str(Path(os.sys.executable)), "-m", "cairn.cli.main", "--json", "doctor"],
-        capture_output=True, text=True, cwd=repo, timeout=120,
-        env={**os.environ, **ENV, "CAIRN_HOME": str(tmp_path / "home")},
-    )  # fmt: skip
+    proc = inprocess.run(["--json", "doctor"], cwd=repo, env={**ENV, "CAIRN_HOME": str(tmp_path / "home")})
     git = by_name(json.loads(proc.stdout)["data"])["git"]
     if remote:
         assert git["level"] == "ok" and git["data"]["repo"] == "acme/widget" and git["data"]["how"] == "origin"

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests import inprocess
 
 ENV = {"CAIRN_EMBED_MODEL": "hash-test-64", "CAIRN_NO_DAEMON": "1"}
 
@@ -21,10 +22,7 @@ ENV = {"CAIRN_EMBED_MODEL": "hash-test-64", "CAIRN_NO_DAEMON": "1"}
 def _run(cwd: Path, home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
     env.update(ENV, CAIRN_HOME=str(home))
-    return subprocess.run(
-        [sys.executable, "-m", "cairn.cli.main", *args],
-        cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return inprocess.run(args, env=env, inherit_env=False, cwd=cwd, input=stdin)
 
 
 @pytest.mark.parametrize("remote", [None, "https://github.com/acme/widget.git"])

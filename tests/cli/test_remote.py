@@ -1,7 +1,9 @@
 """The CLI against a remote Cairn (``--url`` + ``CAIRN_TOKEN``) behaves as it does on a local store.
 
 One script of commands runs three times: in process on a local store, through ``cairn serve``'s HTTP
-API on another, and forwarded whole to a local daemon (``cairn.runtime.forward``) on a third. Each
+API on another, and forwarded whole to a local daemon (``cairn.runtime.forward``) on a third. The
+first two run the entry point in the test's process (``tests/inprocess.py``); the forwarded side is
+a ``cairn`` process of its own, since forwarding hands the daemon that process's descriptors. Each
 triple of envelopes must match once the values that differ by nature (times, chain hashes, token
 secrets) are masked: same data, same refusals with the same codes, same exit codes.
 """
@@ -21,13 +23,16 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_process
 from tests.daemon.test_daemon import _env, start_daemon, stop_daemon
 
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
 HEX = re.compile(r"\b[0-9a-f]{32,64}\b")
 SECRET = re.compile(r"cairn_[A-Za-z0-9_\-]{20,}")
-EMBED = {"CAIRN_EMBED_MODEL": "hash-test-64"}  # the server runs with it too (tests/daemon _env)
+# The model, and one pinned clock for every side, its server and its daemon: a context block's factors
+# (recency) depend on each lesson's age, and the sides run at different speeds (two in this process,
+# the third a process per command), so on a live clock the same script leaves different ages.
+EMBED = {"CAIRN_EMBED_MODEL": "hash-test-64", "CAIRN_FAKE_NOW": "2030-01-15T12:00:00Z"}
 
 
 def _mask(value: Any) -> Any:
@@ -61,8 +66,9 @@ class Side:
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         extra = ("--url", self.url) if self.url else ()
         env = {"CAIRN_TOKEN": self.token, "CAIRN_ACTOR": "agent-a", **EMBED}
-        if not self.forwarded:
-            env["CAIRN_NO_DAEMON"] = "1"
+        if self.forwarded:
+            return run_cli_process(self.home, "--json", *extra, *args, stdin=stdin, env=env)
+        env["CAIRN_NO_DAEMON"] = "1"
         return run_cli(self.home, "--json", *extra, *args, stdin=stdin, env=env)
 
     def envelope(self, *args: str, stdin: str | None = None) -> dict[str, Any]:
@@ -81,12 +87,12 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side
     served_home = tmp_path_factory.mktemp("served")
     tokens = []
     for home in (local_home, served_home):
-        made = json.loads(run_cli(home, "--json", "user", "create", "alice").stdout)
+        made = json.loads(run_cli(home, "--json", "user", "create", "alice", env=EMBED).stdout)
         tokens.append(made["data"]["token"])
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "cairn.cli.main", "--home", str(served_home), "serve", "--no-warm", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=served_home,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(**EMBED), cwd=served_home,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -108,8 +114,8 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side
 def forwarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, subprocess.Popen[str]]]:
     """A third home whose commands the local daemon runs (socket only, as one started on demand)."""
     home = tmp_path_factory.mktemp("forwarded")
-    token = json.loads(run_cli(home, "--json", "user", "create", "alice").stdout)["data"]["token"]
-    proc = start_daemon(home)
+    token = json.loads(run_cli(home, "--json", "user", "create", "alice", env=EMBED).stdout)["data"]["token"]
+    proc = start_daemon(home, env=_env(**EMBED))
     try:
         yield Side(home, token, None, forwarded=True), proc
     finally:

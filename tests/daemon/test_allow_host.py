@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 from tests.daemon.test_daemon import _env, stop_daemon
 from tests.daemon.test_http_serve import _free_port
 
@@ -62,6 +62,6 @@ def test_allow_host_flag_and_env_add_names_and_nothing_else(cairn_home: Path) ->
 
 
 def test_a_malformed_allow_host_stops_the_start(cairn_home: Path) -> None:
-    proc = run_cli(cairn_home, "--json", "serve", "--no-warm", "--allow-host", "http://x/y", env=_env())
+    proc = run_cli_process(cairn_home, "--json", "serve", "--no-warm", "--allow-host", "http://x/y", env=_env())
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["reason"]["code"] == "INVALID_INPUT"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pysqlite3.dbapi2 as sqlite3
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 from tests.daemon.test_daemon import PING, _env, ask_daemon
 
 SECRET = "hunter2-database-password"
@@ -41,8 +41,9 @@ def serve_until(home: Path, needle: str, log: Path) -> str:
 
 
 def test_the_scheduled_verify_reports_a_direct_edit_without_its_content(cairn_home: Path, tmp_path: Path) -> None:
-    assert run_cli(cairn_home, "write", "global", "db-password", "Rotate the database password.").returncode == 0
-    assert run_cli(cairn_home, "write", "global", "other", "Another lesson.").returncode == 0
+    wrote = run_cli_process(cairn_home, "write", "global", "db-password", "Rotate the database password.")
+    assert wrote.returncode == 0
+    assert run_cli_process(cairn_home, "write", "global", "other", "Another lesson.").returncode == 0
     clean = serve_until(cairn_home, "audit verified", tmp_path / "clean.log")
     assert "audit verified: 2 ledger row(s), 2 lesson(s)" in clean
 

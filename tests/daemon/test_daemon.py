@@ -23,7 +23,7 @@ import pytest
 
 from cairn.daemon import protocol
 from cairn.runtime.client import ask_daemon
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 
 PING = {"v": protocol.PROTOCOL, "op": "ping", "params": {}}
 
@@ -76,7 +76,7 @@ def cli_json(home: Path, *args: str, no_daemon: bool = False) -> dict:
     # The daemon's embedding model (see _env): an in-process answer compared with the daemon's must
     # rank with the same vectors, or "equal" holds only while the full-text arm decides alone.
     env = {"CAIRN_EMBED_MODEL": "hash-test-64", **({"CAIRN_NO_DAEMON": "1"} if no_daemon else {})}
-    proc = run_cli(home, "--json", *args, env=env)
+    proc = run_cli_process(home, "--json", *args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)["data"]
 
@@ -87,7 +87,7 @@ def seed(home: Path) -> None:
         ("global", "typecheck-first", "Run the typecheck before claiming a change is done."),
         ("repo::acme/web", "css-grid", "The dashboard grid breaks below 600px; use minmax."),
     ]:
-        assert run_cli(home, "write", scope, key, value).returncode == 0
+        assert run_cli_process(home, "write", scope, key, value).returncode == 0
 
 
 def test_context_through_the_daemon_equals_in_process(cairn_home: Path, daemon: subprocess.Popen[str]) -> None:
@@ -117,12 +117,12 @@ def test_daemon_sees_writes_archives_and_forgets_from_other_processes(
     seed(cairn_home)
     first = cli_json(cairn_home, "context", "--repo", "acme/api")
     assert first["served_by"] == "daemon" and first["eligible"] == 2
-    wrote = run_cli(cairn_home, "write", "repo::acme/api", "new-one", "Fresh lesson from another process.")
+    wrote = run_cli_process(cairn_home, "write", "repo::acme/api", "new-one", "Fresh lesson from another process.")
     assert wrote.returncode == 0
     after_write = cli_json(cairn_home, "context", "--repo", "acme/api")
     assert after_write["eligible"] == 3 and "new-one" in after_write["text"]
-    assert run_cli(cairn_home, "archive", "repo::acme/api", "new-one").returncode == 0
-    assert run_cli(cairn_home, "forget", "global", "typecheck-first", "--reason", "wrong").returncode == 0
+    assert run_cli_process(cairn_home, "archive", "repo::acme/api", "new-one").returncode == 0
+    assert run_cli_process(cairn_home, "forget", "global", "typecheck-first", "--reason", "wrong").returncode == 0
     after = cli_json(cairn_home, "context", "--repo", "acme/api")
     assert after["served_by"] == "daemon"
     assert after["eligible"] == 1
@@ -203,7 +203,7 @@ def test_stopping_says_how_many_requests_once(cairn_home: Path) -> None:
 
 
 def test_a_second_daemon_on_the_same_home_is_refused(cairn_home: Path, daemon: subprocess.Popen[str]) -> None:
-    proc = run_cli(cairn_home, "--json", "serve")
+    proc = run_cli_process(cairn_home, "--json", "serve")
     assert proc.returncode == 2
     reason = json.loads(proc.stdout)["reason"]
     assert reason["code"] == "SETUP" and "already serves" in reason["message"]
@@ -240,8 +240,8 @@ def test_clients_fall_back_in_process_when_no_daemon_runs(cairn_home: Path) -> N
 
 
 def test_daemon_sweeps_expired_lessons_and_drains_the_embedding_queue(cairn_home: Path) -> None:
-    assert run_cli(cairn_home, "write", "global", "short-lived", "Gone soon.", "--ttl", "1s").returncode == 0
-    assert run_cli(cairn_home, "write", "global", "stays", "Embed me.").returncode == 0
+    assert run_cli_process(cairn_home, "write", "global", "short-lived", "Gone soon.", "--ttl", "1s").returncode == 0
+    assert run_cli_process(cairn_home, "write", "global", "stays", "Embed me.").returncode == 0
     time.sleep(1.5)
     proc = start_daemon(cairn_home)
     try:
@@ -263,7 +263,7 @@ def test_daemon_sweeps_expired_lessons_and_drains_the_embedding_queue(cairn_home
 
 
 def test_daemon_errors_keep_their_codes(cairn_home: Path, daemon: subprocess.Popen[str]) -> None:
-    proc = run_cli(cairn_home, "--json", "recall", "--text", "   ")
+    proc = run_cli_process(cairn_home, "--json", "recall", "--text", "   ")
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["reason"]["code"] == "INVALID_INPUT"
     answer = ask_daemon(cairn_home, {"v": protocol.PROTOCOL, "op": "drop-tables", "params": {}})

@@ -22,7 +22,7 @@ import pytest
 from cairn.runtime import forward
 from cairn.runtime.client import ask_daemon
 from cairn.runtime.settings import SPECS
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 from tests.daemon.test_daemon import PING, start_daemon, stop_daemon
 
 EMBED = {"CAIRN_EMBED_MODEL": "hash-test-64"}
@@ -37,8 +37,8 @@ def test_the_client_reads_the_settings_keys_the_settings_define() -> None:
 
 def _same(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``args`` in process and forwarded; both must print the same and exit the same."""
-    here = run_cli(home, *args, stdin=stdin, env=IN_PROCESS)
-    there = run_cli(home, *args, stdin=stdin, env=FORWARD)
+    here = run_cli_process(home, *args, stdin=stdin, env=IN_PROCESS)
+    there = run_cli_process(home, *args, stdin=stdin, env=FORWARD)
     assert (there.returncode, there.stdout, there.stderr) == (here.returncode, here.stdout, here.stderr), args
     return there
 
@@ -48,12 +48,12 @@ def test_a_forwarded_command_prints_what_it_prints_in_process(
 ) -> None:
     daemon = start_daemon(cairn_home)
     try:
-        piped = run_cli(cairn_home, "write", "global", "piped", "-", stdin="from the caller's stdin\n", env=FORWARD)
-        assert piped.returncode == 0, piped.stderr
-        assert (
-            run_cli(cairn_home, "write", "repo::acme/api", "retry", "Cap retries at three.", env=FORWARD).returncode
-            == 0
+        piped = run_cli_process(
+            cairn_home, "write", "global", "piped", "-", stdin="from the caller's stdin\n", env=FORWARD
         )
+        assert piped.returncode == 0, piped.stderr
+        retry = run_cli_process(cairn_home, "write", "repo::acme/api", "retry", "Cap retries at three.", env=FORWARD)
+        assert retry.returncode == 0
         assert "from the caller's stdin" in _same(cairn_home, "read", "global", "piped").stdout
         _same(cairn_home, "list")
         _same(cairn_home, "search", "retries", "--mode", "fts")
@@ -84,7 +84,7 @@ def test_a_forwarded_command_prints_what_it_prints_in_process(
             forward.run(["--json", "list"], str(cairn_home), None)
         assert refused.value.listening
         # cairn status (forwarded itself) names the daemon that runs it.
-        shown = json.loads(run_cli(cairn_home, "--json", "status", env=FORWARD).stdout)["data"]
+        shown = json.loads(run_cli_process(cairn_home, "--json", "status", env=FORWARD).stdout)["data"]
         assert shown["daemon"]["pid"] == daemon.pid and shown["daemon"]["idle_exit_minutes"] is None
         assert shown["active_lessons"] == 2
     finally:
@@ -110,13 +110,14 @@ def _kill(home: Path) -> None:
 def test_a_command_starts_a_daemon_that_serves_the_next_and_exits_when_idle(cairn_home: Path) -> None:
     env = {**FORWARD, "CAIRN_SERVE_AUTO_START": "1", "CAIRN_SERVE_IDLE_MINUTES": "0.05"}  # 3 s idle
     try:
-        assert run_cli(cairn_home, "write", "global", "first", "written before any daemon ran", env=env).returncode == 0
+        first = run_cli_process(cairn_home, "write", "global", "first", "written before any daemon ran", env=env)
+        assert first.returncode == 0
         deadline = time.monotonic() + 90
         while ask_daemon(cairn_home, PING) is None:
             assert time.monotonic() < deadline, (cairn_home / forward.LOG_NAME).read_text()
             time.sleep(0.2)
         pid = int((cairn_home / "cairn.pid").read_text())
-        read = run_cli(cairn_home, "read", "global", "first", env=env)
+        read = run_cli_process(cairn_home, "read", "global", "first", env=env)
         assert read.returncode == 0 and "written before any daemon ran" in read.stdout
         while _alive(pid):  # idle: it stops by itself
             assert time.monotonic() < deadline + 60, "the daemon started on demand did not exit when idle"
@@ -142,14 +143,14 @@ def _alive(pid: int) -> bool:
 def test_no_daemon_and_the_config_switch_start_nothing(cairn_home: Path) -> None:
     on = {**FORWARD, "CAIRN_SERVE_AUTO_START": "1"}
     try:
-        assert run_cli(cairn_home, "list", env={**on, "CAIRN_NO_DAEMON": "1"}).returncode == 0
+        assert run_cli_process(cairn_home, "list", env={**on, "CAIRN_NO_DAEMON": "1"}).returncode == 0
         assert not (cairn_home / forward.SPAWN_MARK).exists()
-        shown = json.loads(run_cli(cairn_home, "--json", "status", env=IN_PROCESS).stdout)["data"]
+        shown = json.loads(run_cli_process(cairn_home, "--json", "status", env=IN_PROCESS).stdout)["data"]
         assert shown["daemon"] is None and shown["active_lessons"] == 0
         (cairn_home / "config.toml").write_text("[serve]\nauto_start = 0\n")
-        assert run_cli(cairn_home, "list", env={**on, "CAIRN_SERVE_AUTO_START": ""}).returncode == 0
+        assert run_cli_process(cairn_home, "list", env={**on, "CAIRN_SERVE_AUTO_START": ""}).returncode == 0
         assert not (cairn_home / forward.SPAWN_MARK).exists()
-        assert run_cli(cairn_home, "config", "show", env=IN_PROCESS).returncode == 0  # a known key
+        assert run_cli_process(cairn_home, "config", "show", env=IN_PROCESS).returncode == 0  # a known key
     finally:
         _kill(cairn_home)
 
@@ -158,7 +159,7 @@ def test_cairn_serve_takes_over_from_a_daemon_started_on_demand(cairn_home: Path
     env = {**FORWARD, "CAIRN_SERVE_AUTO_START": "1"}
     served = None
     try:
-        assert run_cli(cairn_home, "list", env=env).returncode == 0
+        assert run_cli_process(cairn_home, "list", env=env).returncode == 0
         deadline = time.monotonic() + 90
         while (answer := ask_daemon(cairn_home, PING)) is None:
             assert time.monotonic() < deadline, (cairn_home / forward.LOG_NAME).read_text()

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 from tests.daemon.test_daemon import _env, stop_daemon
 
 
@@ -33,10 +33,10 @@ def _get(url: str, token: str | None = None) -> tuple[int, dict]:
 
 
 def test_serve_http_answers_with_the_same_store_and_tokens(cairn_home: Path) -> None:
-    made = json.loads(run_cli(cairn_home, "--json", "user", "create", "dev").stdout)
+    made = json.loads(run_cli_process(cairn_home, "--json", "user", "create", "dev").stdout)
     token = made["data"]["token"]
     env = {**_env(), "CAIRN_TOKEN": token}
-    run_cli(cairn_home, "write", "global", "served", "Served over HTTP.", env=env)
+    run_cli_process(cairn_home, "write", "global", "served", "Served over HTTP.", env=env)
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "cairn.cli.main", "--home", str(cairn_home), "serve", "--no-warm"],
@@ -59,7 +59,7 @@ def test_serve_http_answers_with_the_same_store_and_tokens(cairn_home: Path) -> 
         assert status == 200 and body["lesson"]["value"] == "Served over HTTP."
         assert _get(base + "/v1/lesson?scope=global&key=served")[0] == 401
         # The local account's lessons are not the token account's: tenancy holds on the daemon too.
-        run_cli(cairn_home, "write", "global", "local-only", "The operator's own lesson.")
+        run_cli_process(cairn_home, "write", "global", "local-only", "The operator's own lesson.")
         assert _get(base + "/v1/lesson?scope=global&key=local-only", token)[0] == 404
         answered += 3
     finally:

@@ -1,6 +1,7 @@
-"""Fixtures for host hooks and installers: every test runs the real ``cairn`` entry point in a subprocess,
-with a temporary Cairn home, a temporary ``$HOME`` (so no real host config is ever touched) and the tiny
-deterministic embedding model, so no real model loads."""
+"""Fixtures for host hooks and installers: every test runs the real ``cairn`` entry point (in the test's
+process, ``tests/inprocess.py``; as a process of its own with ``process=True``), with a temporary Cairn
+home, a temporary ``$HOME`` (so no real host config is ever touched) and the tiny deterministic
+embedding model, so no real model loads."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import inprocess
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -31,7 +34,11 @@ ZORP_FAILURE = "Exit code 2\nzorp cache. zorp cache corruption needs a blorp pur
 
 
 class Runner:
-    """``run(*args, stdin=...)``: ``python -m cairn.cli.main`` with an isolated home and ``$HOME``."""
+    """``run(*args, stdin=...)``: the ``cairn`` entry point with an isolated home and ``$HOME``.
+
+    In process by default; ``process=True`` runs ``python -m cairn.cli.main``, for what only a process
+    shows (a hook abandoning its worker at the time budget ends the process).
+    """
 
     def __init__(self, home: Path, user_home: Path) -> None:
         self.home = home
@@ -56,16 +63,20 @@ class Runner:
         stdin: str | None = None,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        process: bool = False,
     ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            [sys.executable, "-m", "cairn.cli.main", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=self.env(env),
-            cwd=str(cwd or self.user_home),
-            timeout=120,
-        )
+        if process:
+            proc = subprocess.run(
+                [sys.executable, "-m", "cairn.cli.main", *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                env=self.env(env),
+                cwd=str(cwd or self.user_home),
+                timeout=120,
+            )
+        else:
+            proc = inprocess.run(args, env=self.env(env), inherit_env=False, cwd=cwd or self.user_home, input=stdin)
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc
 

@@ -295,10 +295,12 @@ def test_broken_store_is_silent_and_names_no_lesson(seeded: Runner, tmp_path: Pa
 
 
 def test_timeout_answers_nothing(seeded: Runner) -> None:
+    # A process of its own: past its budget the hook ends the process without waiting for its worker.
     proc = seeded.hook(
         "session-start",
         claude("SessionStart", sid(), seeded.user_home, source="startup"),
         env={"CAIRN_HOOK_TIMEOUT": "0.001"},
+        process=True,
     )
     silent(proc)
     assert "timed out" in proc.stderr

@@ -2,10 +2,10 @@
 
 The operations live in small services, each with its dependencies given when it is made
 (``Services``): lessons, lifecycle, tombstones, review, graph, browse, scopes, context, search,
-embeddings, transfer, purge, ledger, status, webhooks, conversations, and the accounts split into auth, orgs, tokens and
-limits. ``Cairn`` composes them and names each operation once (``cairn.write(...)``,
-``cairn.search(...)``): a facade method *is* its service's method, with the same signature and
-docstring. Each operation opens its own transaction (``service/tx.py``).
+embeddings, export, transfer (import), purge, ledger, status, webhooks, conversations, and the
+accounts split into auth, orgs, tokens and limits. ``Cairn`` composes them and names each operation
+once (``cairn.write(...)``, ``cairn.search(...)``): a facade method *is* its service's method, with
+the same signature and docstring. Each operation opens its own transaction (``service/tx.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from cairn.service.browse import Browse
 from cairn.service.context import Context
 from cairn.service.conversations import Conversations
 from cairn.service.embeddings import Embeddings
+from cairn.service.export import Export
 from cairn.service.graph import Graph
 from cairn.service.ledger import Ledger
 from cairn.service.lessons import Lessons
@@ -68,6 +69,7 @@ class Services:
     context: Context
     embeddings: Embeddings
     search: Search
+    export: Export
     transfer: Transfer
     purge: Purge
     ledger: Ledger
@@ -99,6 +101,7 @@ class Services:
             context=Context(store, settings, caches.ranks, caches.query_vectors),
             embeddings=embeddings,
             search=Search(store, embeddings, caches.ranks),
+            export=Export(store),
             transfer=Transfer(store, settings, lessons),
             purge=Purge(store, settings),
             ledger=Ledger(store),
@@ -206,7 +209,7 @@ class Cairn:
     reindex = _Op("embeddings", Embeddings.reindex)
 
     # -- the store -----------------------------------------------------------------------------
-    export = _Op("transfer", Transfer.export)
+    export = _Op("export", Export.export)
     import_lines = _Op("transfer", Transfer.import_lines)
     purge = _Op("purge", Purge.purge)
     erase_forgotten = _Op("purge", Purge.erase_forgotten)

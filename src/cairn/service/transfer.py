@@ -1,9 +1,7 @@
-"""Export and import as JSONL: a lossless round trip, and plain records from anywhere.
+"""Import of JSONL: an export's lossless round trip (``export.py``), and plain records from anywhere.
 
-An export is a header line, then one line per lesson with its whole version history, then
-tombstones, then links (links name lessons by address, so they survive into a store where ids
-differ). Import validates every line before it writes anything, then writes in batches of one
-transaction each: a killed import leaves whole batches, and running it again finishes the job
+Import validates every line (``import_records.py``) before it writes anything, then writes in
+batches of one transaction each: a killed import leaves whole batches, and running it again finishes the job
 without duplicating anything (identical records are no-ops, not recurrences).
 
 An import carries data, not authority. A file can claim anything — that a lesson is verified, that
@@ -19,35 +17,29 @@ tombstone check.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from cairn.core.jsonin import loads
-from cairn.core.keys import normalize_key
-from cairn.core.principal import ADMIN, MAX_SESSION_CHARS, READ, WRITE, Principal
-from cairn.core.scope import validate_scope
-from cairn.core.timeparse import format_time, parse_time, parse_ttl, utcnow
+from cairn.core.principal import ADMIN, WRITE, Principal
+from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import audit, indexing, limits, state_proof
-from cairn.service.lessons import Lessons, WriteInput, make_write
+from cairn.service.import_records import parse_all, values_of
+from cairn.service.lessons import Lessons, WriteInput
 from cairn.service.mutate import Change, apply, apply_many, replay
-from cairn.service.records import ORIGINS, TRUST, active_clause, fetch
-from cairn.service.tombstones import MAX_REASON, check_tombstones, forgotten_identity
-from cairn.service.tx import read_tx, write_tx
+from cairn.service.records import fetch
+from cairn.service.tombstones import check_tombstones, forgotten_identity
+from cairn.service.tx import write_tx
 from cairn.store.engine import Store
-from cairn.store.schema import lesson_versions, lessons, links, tombstones
+from cairn.store.schema import lessons, links, tombstones
 
-FORMAT = "cairn-export"
-FORMAT_VERSION = 1
 BATCH = 500
 MAX_REPORTED_ERRORS = 20
-MAX_CLAIMED = 8192  # what an earlier import recorded as claims: a dozen short fields, nested once
 
 Progress = Callable[[int, int], None]
 
@@ -56,111 +48,14 @@ def _t(v: datetime | None) -> str | None:
     return format_time(v) if v is not None else None
 
 
-def _pt(v: Any, field: str) -> datetime | None:
-    if v is None:
-        return None
-    if not isinstance(v, str):
-        raise CairnError("INVALID_INPUT", f"{field} must be an ISO 8601 string")
-    return parse_time(v)
-
-
 class Transfer:
-    """Export and import; an import record is written through the lessons' own write path."""
+    """Import; a record is written through the lessons' own write path."""
 
     def __init__(self, store: Store, settings: Settings, lessons: Lessons) -> None:
         self.store = store
         self.settings = settings
         self.lessons = lessons
 
-    # -- export -------------------------------------------------------------------------------
-    def export(self, principal: Principal, *, active_only: bool = False, scope: str | None = None) -> Iterator[str]:
-        """JSONL lines. Without ``active_only`` this is a full, lossless backup.
-
-        Not a generator: permissions are checked and the snapshot is read when this is called, so a
-        refusal reaches the caller before any surface starts streaming a response.
-        """
-        principal.require(READ)
-        if scope is not None:
-            scope = validate_scope(scope)
-            principal.require(READ, scope)
-        elif not active_only:
-            principal.require_account_wide("export of everything")
-        lines: list[str] = []
-
-        def tx(conn: Connection) -> None:
-            now = utcnow()
-            lines.append(
-                json.dumps({"type": "header", "format": FORMAT, "version": FORMAT_VERSION, "exported_at": _t(now)})
-            )
-            q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id)
-            if active_only:
-                q = q.where(active_clause(now))
-            if scope is not None:
-                q = q.where(lessons.c.scope == scope)
-            rows = [dict(r) for r in conn.execute(q.order_by(lessons.c.id)).mappings()]
-            rows = [r for r in rows if principal.can_see(r["scope"])]
-            by_id = {r["id"]: r for r in rows}
-            for start in range(0, len(rows), BATCH):
-                chunk = rows[start : start + BATCH]
-                versions: dict[int, list[dict[str, Any]]] = {}
-                vq = (
-                    select(lesson_versions)
-                    .where(
-                        lesson_versions.c.tenant_id == principal.tenant_id,
-                        lesson_versions.c.lesson_id.in_([r["id"] for r in chunk]),
-                    )
-                    .order_by(lesson_versions.c.lesson_id, lesson_versions.c.version)
-                )
-                for v in conn.execute(vq).mappings():
-                    versions.setdefault(v["lesson_id"], []).append(dict(v))
-                for r in chunk:
-                    lines.append(json.dumps(_export_lesson(r, versions.get(r["id"], []), by_id), ensure_ascii=False))
-            if active_only:
-                return
-            tq = select(tombstones).where(tombstones.c.tenant_id == principal.tenant_id).order_by(tombstones.c.id)
-            for t in conn.execute(tq).mappings():
-                if scope is not None and t["scope"] != scope:
-                    continue
-                lines.append(
-                    json.dumps(
-                        {
-                            "type": "tombstone",
-                            "content_hash": t["content_hash"],
-                            "identity": t["identity"],
-                            "scope": t["scope"],
-                            "key": t["key"],
-                            "reason": t["reason"],
-                            "created_at": _t(t["created_at"]),
-                            "created_by": t["created_by"],
-                            "lifted_at": _t(t["lifted_at"]),
-                            "lifted_by": t["lifted_by"],
-                            "lift_reason": t["lift_reason"],
-                        },
-                        ensure_ascii=False,
-                    )
-                )
-            lq = select(links).where(links.c.tenant_id == principal.tenant_id).order_by(links.c.id)
-            for link in conn.execute(lq).mappings():
-                src, dst = by_id.get(link["src_id"]), by_id.get(link["dst_id"])
-                if src is None or dst is None:
-                    continue
-                lines.append(
-                    json.dumps(
-                        {
-                            "type": "link",
-                            "src": {"scope": src["scope"], "key": src["key"]},
-                            "dst": {"scope": dst["scope"], "key": dst["key"]},
-                            "rel": link["rel"],
-                            "created_at": _t(link["created_at"]),
-                            "created_by": link["created_by"],
-                        }
-                    )
-                )
-
-        read_tx(self.store, principal, tx)
-        return iter(lines)
-
-    # -- import -------------------------------------------------------------------------------
     def import_lines(
         self,
         principal: Principal,
@@ -171,7 +66,7 @@ class Transfer:
     ) -> dict[str, Any]:
         """Import JSONL; ``restore`` (an admin's) grants what the records claim, see the module doc."""
         principal.require(ADMIN if restore else WRITE)
-        records, errors = _parse_all(principal, lines, restore)
+        records, errors = parse_all(principal, lines, restore)
         if errors:
             shown = errors[:MAX_REPORTED_ERRORS]
             more = f" (and {len(errors) - len(shown)} more)" if len(errors) > len(shown) else ""
@@ -200,7 +95,7 @@ class Transfer:
                 for lineno, kind, rec in batch:
                     try:
                         if lim.max_value_bytes:  # every value a record would store, versions included
-                            for value in _values(kind, rec):
+                            for value in values_of(kind, rec):
                                 limits.check_value(conn, self.settings, principal, value)
                         if kind == "plain" and bulk.can_create(rec):
                             bulk.add(rec)
@@ -561,286 +456,3 @@ def _link_supersessions(
             at=now,
             state_hash=state_proof.read_back(conn, principal.tenant_id, old["id"])["state_hash"],
         )
-
-
-def _export_lesson(r: dict[str, Any], versions: list[dict[str, Any]], by_id: dict[int, Any]) -> dict[str, Any]:
-    sb = by_id.get(r["superseded_by"]) if r["superseded_by"] else None
-    return {
-        "type": "lesson",
-        "scope": r["scope"],
-        "key": r["key"],
-        "origin": r["origin"],
-        "author": r["author"],
-        "url": r["url"],
-        "archived_at": _t(r["archived_at"]),
-        "superseded_by": {"scope": sb["scope"], "key": sb["key"]} if sb else None,
-        "created_at": _t(r["created_at"]),
-        "created_by": r["created_by"],
-        "claimed": json.loads(r["claimed"]) if r.get("claimed") else None,
-        "versions": [
-            {
-                "version": v["version"],
-                "action": v["action"],
-                "value": v["value"],
-                "content_hash": v["content_hash"],
-                "tags": json.loads(v["tags"]),
-                "kind": v["kind"],
-                "source_agent": v["source_agent"],
-                "trigger": v["trigger"],
-                "trust": v["trust"],
-                "archived": bool(v["archived"]),
-                "seen_count": v["seen_count"],
-                "helped_count": v["helped_count"],
-                "not_helped_count": v["not_helped_count"],
-                "valid_from": _t(v["valid_from"]),
-                "valid_to": _t(v["valid_to"]),
-                "expires_at": _t(v["expires_at"]),
-                "recorded_at": _t(v["recorded_at"]),
-                "actor": v["actor"],
-                "session": v["session"],
-            }
-            for v in versions
-        ],
-    }
-
-
-def _parse_all(
-    principal: Principal, lines: Iterable[str], restore: bool
-) -> tuple[list[tuple[int, str, Any]], list[tuple[int, str]]]:
-    records: list[tuple[int, str, Any]] = []
-    errors: list[tuple[int, str]] = []
-    for n, line in enumerate(lines, start=1):
-        text = line.strip()
-        if not text:
-            continue
-        try:
-            obj = loads(text, "the line")  # bounded depth and numbers, as on every surface
-        except CairnError as exc:
-            errors.append((n, exc.message))
-            continue
-        if not isinstance(obj, dict):
-            errors.append((n, "each line must be a JSON object"))
-            continue
-        try:
-            parsed = _parse_record(principal, obj, restore)
-        except CairnError as exc:
-            errors.append((n, f"{exc.code}: {exc.message}"))
-            continue
-        except KeyError as exc:
-            errors.append((n, f"missing field {exc}"))
-            continue
-        except (TypeError, ValueError) as exc:
-            errors.append((n, f"malformed record ({exc})"))
-            continue
-        if parsed is not None:
-            records.append((n, parsed[0], parsed[1]))
-    return records, errors
-
-
-def _values(kind: str, rec: Any) -> list[str]:
-    """The lesson texts a parsed record would store (a plain write, or an export's versions)."""
-    if kind == "plain":
-        return [rec.value]
-    if kind == "lesson":
-        _lesson, versions = rec
-        return [v["value"] for v in versions]
-    return []
-
-
-def _str(obj: dict[str, Any], field: str, *, required: bool = True, limit: int = 500) -> str | None:
-    """A string field of a record, typed and bounded as the write path bounds its own."""
-    value = obj.get(field) if not required else obj[field]
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise CairnError("INVALID_INPUT", f"{field} must be a string, got {type(value).__name__}")
-    if len(value) > limit:
-        raise CairnError("INVALID_INPUT", f"{field} is longer than {limit} characters")
-    if "\x00" in value:
-        raise CairnError("INVALID_INPUT", f"{field} contains a NUL character")
-    return value
-
-
-def _count(obj: dict[str, Any], field: str, default: int, minimum: int = 0) -> int:
-    value = obj.get(field, default)
-    # bool is an int in Python; a JSON true is not a count.
-    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= 2**31 - 1:
-        raise CairnError("INVALID_INPUT", f"{field} must be an integer from {minimum}, got {value!r}")
-    return value
-
-
-def _parse_record(principal: Principal, obj: dict[str, Any], restore: bool) -> tuple[str, Any] | None:
-    kind = obj.get("type")
-    if kind == "header":
-        if obj.get("format") != FORMAT or obj.get("version") != FORMAT_VERSION:
-            raise CairnError(
-                "INVALID_INPUT", f"unsupported export format {obj.get('format')!r} v{obj.get('version')!r}"
-            )
-        return None
-    if kind is None:
-        for field in ("scope", "key", "value"):
-            if not isinstance(obj.get(field), str):
-                raise CairnError("INVALID_INPUT", f'a plain record needs "{field}" as a string')
-        ttl = obj.get("ttl")
-        inp = make_write(
-            principal,
-            obj["scope"],
-            obj["key"],
-            obj["value"],
-            tags=obj.get("tags"),
-            kind=obj.get("kind") or "lesson",
-            source_agent=obj.get("source_agent"),
-            trigger=obj.get("trigger"),
-            ttl=parse_ttl(str(ttl)) if ttl is not None else None,
-            valid_from=_pt(obj.get("valid_from"), "valid_from"),
-            valid_to=_pt(obj.get("valid_to"), "valid_to"),
-            origin="import",
-            author=obj.get("author"),
-            url=obj.get("url"),
-        )
-        if not restore and inp.author is not None:  # the record's word, not the importer's
-            inp = replace(inp, author=None, claimed=json.dumps({"author": inp.author}, ensure_ascii=False))
-        return ("plain", inp)
-    if kind == "lesson":
-        scope, key = _str(obj, "scope"), _str(obj, "key")
-        assert scope is not None and key is not None
-        origin = obj.get("origin")
-        if origin not in ORIGINS:
-            raise CairnError("INVALID_INPUT", f"origin must be one of {', '.join(ORIGINS)}")
-        raw_versions = obj["versions"]
-        if not isinstance(raw_versions, list) or not raw_versions:
-            raise CairnError("INVALID_INPUT", "a lesson record needs a non-empty versions list")
-        versions = []
-        inp = None
-        for v in raw_versions:
-            if not isinstance(v, dict):
-                raise CairnError("INVALID_INPUT", "each version must be a JSON object")
-            number = _count(v, "version", 0, minimum=1)
-            if v.get("trust") not in TRUST:
-                raise CairnError("INVALID_INPUT", f"version {number}: trust must be one of {', '.join(TRUST)}")
-            # The write path's own validation of everything a write would take (types and limits).
-            inp = make_write(
-                principal,
-                scope,
-                key,
-                v["value"],
-                tags=v.get("tags"),
-                kind=v["kind"],
-                source_agent=v.get("source_agent"),
-                trigger=v.get("trigger"),
-                valid_from=_pt(v.get("valid_from"), "valid_from"),
-                valid_to=_pt(v.get("valid_to"), "valid_to"),
-                origin=origin,
-                author=obj.get("author"),
-                url=obj.get("url"),
-            )
-            versions.append(
-                {
-                    "version": number,
-                    "action": _str(v, "action", limit=24),
-                    "value": inp.value,
-                    "content_hash": inp.content_hash,
-                    "tags": json.dumps(inp.tags),
-                    "kind": inp.kind,
-                    "source_agent": inp.source_agent,
-                    "trigger": inp.trigger,
-                    "trust": v["trust"],
-                    "archived": _bool(v, "archived"),
-                    "seen_count": _count(v, "seen_count", 1),
-                    "helped_count": _count(v, "helped_count", 0),
-                    "not_helped_count": _count(v, "not_helped_count", 0),
-                    "valid_from": inp.valid_from,
-                    "valid_to": inp.valid_to,
-                    "expires_at": _pt(v.get("expires_at"), "expires_at"),
-                    "recorded_at": _pt(v["recorded_at"], "recorded_at"),
-                    "actor": _str(v, "actor"),
-                    "session": _str(v, "session", required=False, limit=MAX_SESSION_CHARS),
-                }
-            )
-        assert inp is not None
-        numbers = [v["version"] for v in versions]
-        if numbers != sorted(set(numbers)):
-            raise CairnError("INVALID_INPUT", "versions must be unique and in ascending order")
-        claimed = obj.get("claimed")
-        if claimed is not None and not isinstance(claimed, dict):
-            raise CairnError("INVALID_INPUT", "claimed must be a JSON object (or absent)")
-        if claimed and len(json.dumps(claimed, ensure_ascii=False)) > MAX_CLAIMED:
-            raise CairnError("INVALID_INPUT", f"claimed is longer than {MAX_CLAIMED} characters as JSON")
-        lesson = {
-            "scope": inp.scope,
-            "key": inp.key,
-            "origin": origin,
-            "author": inp.author,
-            "url": inp.url,
-            "archived_at": _pt(obj.get("archived_at"), "archived_at"),
-            "created_at": _pt(obj["created_at"], "created_at"),
-            "created_by": _str(obj, "created_by"),
-            "superseded_by": _addr(obj["superseded_by"]) if obj.get("superseded_by") else None,
-            # A restore keeps claims an earlier import recorded; any other import nests them.
-            "claimed": json.dumps(claimed, ensure_ascii=False) if claimed and restore else None,
-            "claimed_by_file": claimed if claimed and not restore else None,
-        }
-        if lesson["superseded_by"]:
-            lesson["superseded_by"] = {"scope": lesson["superseded_by"][0], "key": lesson["superseded_by"][1]}
-        return ("lesson", (lesson, versions))
-    if kind == "tombstone":
-        reason = _str(obj, "reason", limit=MAX_REASON)
-        assert reason is not None
-        reason = reason.strip()
-        if not reason:
-            raise CairnError("INVALID_INPUT", "a tombstone needs a reason")
-        chash = obj["content_hash"]
-        if not _is_hash(chash):
-            raise CairnError("INVALID_INPUT", "content_hash must be 64 lowercase hex characters")
-        identity = obj.get("identity")
-        if identity is not None and not _is_hash(identity):
-            raise CairnError("INVALID_INPUT", "identity must be 64 lowercase hex characters (or absent)")
-        return (
-            "tombstone",
-            {
-                "content_hash": chash,
-                "identity": identity,
-                "scope": validate_scope(obj["scope"]),
-                "key": normalize_key(obj["key"]),
-                "reason": reason,
-                "created_at": _pt(obj["created_at"], "created_at"),
-                "created_by": _str(obj, "created_by"),
-                "lifted_at": _pt(obj.get("lifted_at"), "lifted_at"),
-                "lifted_by": _str(obj, "lifted_by", required=False),
-                "lift_reason": _str(obj, "lift_reason", required=False, limit=MAX_REASON),
-            },
-        )
-    if kind == "link":
-        rel = obj["rel"]
-        if rel not in ("related", "contradicts", "derived_from", "supersedes"):
-            raise CairnError("INVALID_INPUT", f"unknown link rel {rel!r}")
-        return (
-            "link",
-            {
-                "src": _addr(obj["src"]),
-                "dst": _addr(obj["dst"]),
-                "rel": rel,
-                "created_at": _pt(obj["created_at"], "created_at"),
-                "created_by": _str(obj, "created_by"),
-            },
-        )
-    raise CairnError(
-        "INVALID_INPUT", f"unknown record type {kind!r} (expected lesson, tombstone, link or a plain record)"
-    )
-
-
-def _bool(obj: dict[str, Any], field: str) -> bool:
-    value = obj.get(field, False)
-    if not isinstance(value, bool):
-        raise CairnError("INVALID_INPUT", f"{field} must be true or false, got {value!r}")
-    return value
-
-
-def _is_hash(v: Any) -> bool:
-    return isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)
-
-
-def _addr(obj: Any) -> tuple[str, str]:
-    if not isinstance(obj, dict):
-        raise CairnError("INVALID_INPUT", 'an address is {"scope": ..., "key": ...}')
-    return validate_scope(obj["scope"]), normalize_key(obj["key"])

@@ -97,6 +97,15 @@ def test_the_org_has_its_roles(svc: Cairn, acme: Acme) -> None:
     assert svc.org_list(acme.erin)["orgs"] == [{"org": "acme", "name": "acme", "role": "viewer"}]
 
 
+def test_the_service_says_who_manages_members_and_that_answer_holds(svc: Cairn, acme: Acme) -> None:
+    """``can_manage`` is the service's answer (a surface shows the controls from it): the owner and the
+    admin manage, the member and the viewer do not, and what the answer denies is refused."""
+    answers = {name: svc.org_members(p, "acme")["can_manage"] for name, p in vars(acme).items()}
+    assert answers == {"bob": True, "carol": True, "dave": False, "erin": False}
+    refused("FORBIDDEN", svc.member_role, acme.dave, "acme", "erin", "member")
+    assert svc.member_role(acme.carol, "acme", "erin", "member")["role"] == "member"
+
+
 # -- what each role may do with lessons --------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cairn.errors import CairnError
 from cairn.service.api import Cairn
 from tests.conftest import human
 from tests.contract import audit_rows, counts, rows
@@ -103,6 +104,18 @@ def test_edit_keeps_ttl_and_tags_it_was_not_given(svc: Cairn, me, clock) -> None
     out = svc.write(me, SCOPE, "k", "two")
     assert out["lesson"]["expires_at"] == first["expires_at"] == "2025-01-08T00:00:00Z"
     assert out["lesson"]["tags"] == ["x"]
+
+
+def test_the_service_parses_a_ttl_as_people_write_it(svc: Cairn, me, clock, store) -> None:
+    """A duration string ("7d") is parsed by the service itself, the same for every surface that passes
+    one through; one it cannot read is INVALID_TTL with the accepted forms, and nothing is written."""
+    out = svc.write(me, SCOPE, "k", "one", ttl="7d")
+    assert out["lesson"]["expires_at"] == "2025-01-08T00:00:00Z"
+    for bad in ("soon", "0s", "400d"):
+        with pytest.raises(CairnError) as info:
+            svc.write(me, SCOPE, "other", "two", ttl=bad)
+        assert info.value.code == "INVALID_TTL"
+    assert [r["key"] for r in lesson_rows(store)] == ["k"]
 
 
 def test_agent_edit_of_a_verified_lesson_makes_it_a_candidate(svc: Cairn, me) -> None:

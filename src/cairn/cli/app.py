@@ -179,14 +179,6 @@ def _time(raw: str | None):  # type: ignore[no-untyped-def]
     return parse_time(raw)
 
 
-def _ttl(raw: str | None):  # type: ignore[no-untyped-def]
-    if raw is None:
-        return None
-    from cairn.core.timeparse import parse_ttl
-
-    return parse_ttl(raw)
-
-
 def _write_options(
     tag: list[str] | None,
     kind: str,
@@ -201,7 +193,7 @@ def _write_options(
         "kind": kind,
         "source_agent": source_agent,
         "trigger": trigger,
-        "ttl": _ttl(ttl),
+        "ttl": ttl,  # the service parses it
         "valid_from": _time(valid_from),
         "valid_to": _time(valid_to),
     }

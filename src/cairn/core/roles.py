@@ -76,6 +76,11 @@ def require_role(role: str | None, at_least: str, what: str) -> None:
         raise CairnError("FORBIDDEN", f"{what} needs the {at_least} role or above; you are {role}")
 
 
+def may_manage(role: str | None) -> bool:
+    """Whether ``role`` manages members at all: admins those below them, owners everyone (``require_manage``)."""
+    return role is not None and ROLES.index(role) >= ROLES.index(ADMIN_ROLE)
+
+
 def require_manage(actor_role: str | None, target_role: str, new_role: str | None, what: str) -> None:
     """May someone with ``actor_role`` change a member holding ``target_role`` (to ``new_role``)?
 

@@ -193,9 +193,10 @@ class RemoteCairn:
     def purge(
         self, _p: Any, *, expired: bool = False, archived: bool = False, older_than: timedelta | None = None
     ) -> dict[str, Any]:
-        if expired == archived:
-            raise CairnError("INVALID_INPUT", "purge takes exactly one of --expired or --archived")
-        body = _body(sweep="expired" if expired else "archived", older_than=older_than)
+        from cairn.core.sweeps import choose_sweep
+
+        sweep = choose_sweep(expired=expired, archived=archived, older_than=older_than is not None)
+        body = _body(sweep=sweep, older_than=older_than)
         return self.http.call("POST", _path("purge"), body=body)
 
     # -- retrieval ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from cairn.core.jsonin import loads
 from cairn.core.keys import normalize_key
 from cairn.core.principal import MAX_SESSION_CHARS, Principal
 from cairn.core.scope import validate_scope
-from cairn.core.timeparse import parse_time, parse_ttl
+from cairn.core.timeparse import parse_time
 from cairn.errors import CairnError
 from cairn.service.export import FORMAT, FORMAT_VERSION
 from cairn.service.lessons import make_write
@@ -123,7 +123,7 @@ def _parse_record(principal: Principal, obj: dict[str, Any], restore: bool) -> t
             kind=obj.get("kind") or "lesson",
             source_agent=obj.get("source_agent"),
             trigger=obj.get("trigger"),
-            ttl=parse_ttl(str(ttl)) if ttl is not None else None,
+            ttl=str(ttl) if ttl is not None else None,
             valid_from=_pt(obj.get("valid_from"), "valid_from"),
             valid_to=_pt(obj.get("valid_to"), "valid_to"),
             origin="import",

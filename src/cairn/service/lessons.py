@@ -28,7 +28,7 @@ from cairn.core.diffing import unified_diff
 from cairn.core.keys import normalize_key
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
-from cairn.core.timeparse import format_time, utcnow
+from cairn.core.timeparse import format_time, parse_ttl, utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import limits
@@ -139,7 +139,7 @@ def make_write(
     kind: str = "lesson",
     source_agent: str | None = None,
     trigger: str | None = None,
-    ttl: timedelta | None = None,
+    ttl: timedelta | str | None = None,
     valid_from: datetime | None = None,
     valid_to: datetime | None = None,
     origin: str | None = None,
@@ -151,6 +151,8 @@ def make_write(
     origin = origin or ("human" if principal.human else "agent")
     if origin not in ORIGINS:
         raise CairnError("INVALID_INPUT", f"origin must be one of {', '.join(ORIGINS)}; got {origin!r}")
+    if isinstance(ttl, str):  # a duration as people and clients write it ("7d", "12h"): parsed here, once
+        ttl = parse_ttl(ttl)
     if ttl is not None and not (timedelta(seconds=1) <= ttl <= timedelta(days=365)):
         raise CairnError("INVALID_TTL", "ttl must be between 1 second and 365 days")
     if valid_from and valid_to and valid_to <= valid_from:

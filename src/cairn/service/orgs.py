@@ -269,7 +269,11 @@ class Orgs:
     def org_members(
         self, principal: Principal, slug: str, *, limit: int = 1000, cursor: str | None = None
     ) -> dict[str, Any]:
-        """The org's members by name, a page at a time (``next_cursor`` continues)."""
+        """The org's members by name, a page at a time (``next_cursor`` continues).
+
+        ``can_manage`` says whether the caller may change roles and remove members there (each change
+        is still checked against the member's role), so a surface offers those actions without
+        deciding who may take them."""
         check_page_limit(limit)
 
         def tx(conn: Connection, tenant: str, role: str | None) -> dict[str, Any]:
@@ -280,7 +284,7 @@ class Orgs:
             order = ((memberships.c.user_id, False),)
             rows, after = paged(conn, principal, q, order, limit, kind="members", cursor=cursor, scoped=False)
             members = [{"user": r["user_id"], "role": r["role"], "since": format_time(r["created_at"])} for r in rows]
-            return {"org": slug, "members": members, "next_cursor": after}
+            return {"org": slug, "members": members, "next_cursor": after, "can_manage": roles.may_manage(role)}
 
         return self.in_org(principal, slug, "listing members", tx, write=False)
 

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from cairn.core.keys import normalize_key
 from cairn.core.principal import Principal
 from cairn.core.scope import validate_scope
+from cairn.core.sweeps import choose_sweep
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
@@ -44,13 +45,7 @@ class Purge:
         archived: bool = False,
         older_than: timedelta | None = None,
     ) -> dict[str, Any]:
-        if expired == archived:
-            raise CairnError(
-                "INVALID_INPUT",
-                "choose one sweep: cairn purge --expired, or cairn purge --archived [--older-than 30d]",
-            )
-        if older_than is not None and not archived:
-            raise CairnError("INVALID_INPUT", "--older-than applies to the archived sweep only")
+        sweep = choose_sweep(expired=expired, archived=archived, older_than=older_than is not None)
         principal.require_account_wide("purge")
         retention = older_than if older_than is not None else timedelta(days=self.settings.archive_retention_days)
 
@@ -71,7 +66,6 @@ class Purge:
                     )
                 )
             targets = conn.execute(q.order_by(lessons.c.id)).mappings().all()
-            sweep = "expired" if expired else "archived"
             for t in targets:
                 erased = erase(conn, principal, t["id"])
                 audit.record(

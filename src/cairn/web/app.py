@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from cairn.api.problems import STATUS
 from cairn.core.content import first_line
 from cairn.core.principal import ADMIN, WRITE, Principal
-from cairn.core.roles import ADMIN_ROLE, OWNER, ROLES
+from cairn.core.roles import ROLES
 from cairn.core.timeparse import parse_time
 from cairn.errors import CairnError
 from cairn.service.api import Cairn
@@ -744,6 +744,7 @@ def create_web(svc: Cairn, *, secret: bytes | None = None) -> FastAPI:
         orgs: list[dict[str, Any]] = []
         members = None
         next_cursor = None
+        manage = False
         error = None
         chosen = arg(view, "org", 64)
         try:  # an org or scope-limited token cannot list its account's orgs: say so on the page
@@ -752,10 +753,9 @@ def create_web(svc: Cairn, *, secret: bytes | None = None) -> FastAPI:
             if chosen:
                 cursor = arg(view, "cursor", 600)
                 out = await call(svc.org_members, view.principal, chosen, **paging({}, cursor))
-                members, next_cursor = out["members"], out.get("next_cursor")
+                members, next_cursor, manage = out["members"], out.get("next_cursor"), out["can_manage"]
         except CairnError as exc:
             error = {"code": exc.code, "message": exc.message}
-        my_role = next((o["role"] for o in orgs if o["org"] == chosen), None)
         return render(
             view,
             "orgs.html",
@@ -763,7 +763,7 @@ def create_web(svc: Cairn, *, secret: bytes | None = None) -> FastAPI:
             orgs=orgs,
             org=chosen,
             members=members,
-            manage=my_role in (ADMIN_ROLE, OWNER),
+            manage=manage,  # the service says whether this caller manages members there
             next_cursor=next_cursor,
         )
 

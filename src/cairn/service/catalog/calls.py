@@ -1,7 +1,7 @@
 """Operations whose input fields do not map one-to-one onto the facade's arguments.
 
 Each takes the facade, the caller and the validated input values (field -> value); the parsing of
-a duration string lives here, once, for every surface that sends one.
+a duration for purge lives here; a lesson's TTL string is parsed by the service (``make_write``).
 """
 
 from __future__ import annotations
@@ -9,20 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 
-def _ttl(values: dict[str, Any]) -> None:
-    from cairn.core.timeparse import parse_ttl
-
-    if values.get("ttl"):
-        values["ttl"] = parse_ttl(values["ttl"])
-
-
 def write(svc: Any, p: Any, values: dict[str, Any]) -> Any:
-    _ttl(values)
     return svc.write(p, values.pop("scope"), values.pop("key"), values.pop("value"), **values)
 
 
 def supersede(svc: Any, p: Any, values: dict[str, Any]) -> Any:
-    _ttl(values)
     old_scope, old_key = values.pop("old_scope", None), values.pop("old_key", None)
     target = (old_scope, old_key) if old_scope and old_key else None
     return svc.supersede(p, values.pop("scope"), values.pop("key"), values.pop("value"), supersedes=target, **values)

@@ -395,6 +395,7 @@ class MemberPage(Open):
     org: str
     members: list[Member]
     next_cursor: str | None = None
+    can_manage: bool = False  # the caller may change roles and remove members (below them) there
 
 
 class RoleChanged(Open):

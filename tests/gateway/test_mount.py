@@ -55,3 +55,44 @@ def test_configuration_from_settings_flags_and_the_key_variable(
     (repo / ".cairn.toml").write_text('[gateway]\nupstream = "https://evil.example"\n')
     with pytest.raises(CairnError, match=r"\[gateway\] settings are read from"):
         load(home, repo)
+
+
+def test_the_cairn_gateway_command_serves_and_never_logs_the_key(gw: Rig, tmp_path: Path) -> None:
+    """The real command in its own process, pointed at the fake provider, the key from a named variable."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx2
+    import openai
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "CAIRN_HOME": str(tmp_path), "CAIRN_NO_DAEMON": "1", "GW_PROVIDER_KEY": PROVIDER_KEY}
+    log = tmp_path / "gateway.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cairn.cli.main", "--db", gw.store.url, "gateway", "--upstream", gw.upstream,
+             "--upstream-key-env", "GW_PROVIDER_KEY", "--port", str(port)],
+            env=env, stdout=out, stderr=out,
+        )  # fmt: skip
+        try:
+            base = f"http://127.0.0.1:{port}"
+            for _ in range(300):
+                try:
+                    if httpx2.get(base + "/v1/health", timeout=1, trust_env=False).status_code == 200:
+                        break
+                except httpx2.HTTPError:
+                    time.sleep(0.1)
+            client = openai.OpenAI(base_url=base + "/v1", api_key=gw.alice, max_retries=0)
+            reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            assert reply.choices[0].message.content == TEXT
+            assert gw.fake.last["headers"]["authorization"] == f"Bearer {PROVIDER_KEY}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    text = log.read_text()
+    assert "cairn gateway on http://127.0.0.1" in text and PROVIDER_KEY not in text

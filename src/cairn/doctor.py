@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import CairnError
+from cairn.runtime.home import home_dir
 
 LEVELS = ("ok", "info", "warn", "problem")
 
@@ -244,7 +245,7 @@ def _hooks(home: Path, cwd: Path) -> Check:
             issues.append(f"{entry['path']} runs {exe}, {missing}")
             fixes.append(f"cairn install {entry['host']}{' --project' if entry['scope'] == 'project' else ''}")
         their_home = _option(command, "--home")
-        if their_home and Path(their_home).expanduser().resolve() != home.resolve():
+        if their_home and Path(home_dir(their_home)).resolve() != home.resolve():
             issues.append(f"{entry['path']} reads the store at {their_home}, not {home}")
     for host in {e["host"] for e in found}:
         runs = [e for e in found if e["host"] in (host, *ALSO_READS.get(host, ()))]

@@ -42,10 +42,11 @@ def open(
     """
     import os
 
-    from cairn.runtime.local import open_service, principal_for, resolve_home
+    from cairn.runtime.home import home_dir
+    from cairn.runtime.local import open_service, principal_for
 
     session = session or os.environ.get("CAIRN_SESSION") or None
-    where = resolve_home(home)
+    where = Path(home_dir(home))
     svc = open_service(where, cwd=Path(cwd) if cwd is not None else None, db=db)
     try:
         principal = principal_for(svc, session=session, human=human, token=token)

@@ -120,9 +120,10 @@ def complete(complete_var: str) -> int:
 
 
 def _home() -> Path:
-    from cairn.runtime.local import ensure_home, resolve_home
+    from cairn.runtime.home import home_dir
+    from cairn.runtime.local import ensure_home
 
-    return ensure_home(resolve_home(S.g.home))
+    return ensure_home(Path(home_dir(S.g.home)))
 
 
 def svc() -> tuple[Cairn, Principal]:
@@ -721,10 +722,10 @@ def doctor() -> None:
     """Check this machine's Cairn: store, schema, daemon, model, installed hooks, git detection; says
     what to do about each problem. Exit 0 healthy, 1 when a problem was found."""
     from cairn import doctor as doctor_mod
-    from cairn.runtime.local import resolve_home
+    from cairn.runtime.home import home_dir
 
     _local_only("cairn doctor")
-    report = doctor_mod.run(resolve_home(S.g.home), S.g.db, Path.cwd())
+    report = doctor_mod.run(Path(home_dir(S.g.home)), S.g.db, Path.cwd())
     if report["healthy"]:
         S.out.ok(report, doctor_mod.render(report))
         return

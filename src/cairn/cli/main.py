@@ -121,13 +121,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _home_of(g: Globals) -> str:
-    from cairn.runtime.client import resolve_home
+    from cairn.runtime.home import home_dir
 
-    return resolve_home(g.home)
+    return home_dir(g.home)
 
 
 def _db_of(g: Globals) -> str | None:
-    return (g.db or "").strip() or os.environ.get("CAIRN_DATABASE_URL", "").strip() or None
+    from cairn.runtime.home import database_choice
+
+    return database_choice(g.db)
 
 
 def _forward(argv: list[str], g: Globals) -> tuple[int | None, bool]:

@@ -33,6 +33,7 @@ from cairn.daemon import ops, protocol
 from cairn.daemon.hosted import CliHost
 from cairn.daemon.hosted import refusal as hosted_refusal
 from cairn.errors import CairnError
+from cairn.runtime.home import database_choice
 from cairn.runtime.local import database_url, ensure_home, open_service, serve_warm
 
 SWEEP_ACTOR = "cairn-serve"
@@ -63,7 +64,7 @@ class Daemon:
         self.home = ensure_home(home)
         # The database this daemon serves, as clients name it (``--db`` or CAIRN_DATABASE_URL; None
         # is the home's SQLite file): a request for another one is answered "not mine" (``other_db``).
-        self.db = (db or "").strip() or os.environ.get("CAIRN_DATABASE_URL", "").strip() or None
+        self.db = database_choice(db)
         self.svc = open_service(self.home, db=self.db)
         self.svc.store.ensure_schema()  # before any thread: migrations run once, here
         self.started = time.time()

@@ -296,12 +296,9 @@ def _lesson_key(hit: dict[str, Any]) -> str:
 
 
 def _home(g: Any) -> Path:
-    home = getattr(g, "home", None)
-    if home:
-        return Path(home).expanduser()
-    from cairn.runtime.client import resolve_home  # settings.default_home's answer without importing settings
+    from cairn.runtime.home import home_dir
 
-    return Path(resolve_home(None))
+    return Path(home_dir(getattr(g, "home", None)))
 
 
 def _budget(event: str) -> float:

@@ -44,6 +44,7 @@ from typing import Any
 
 from cairn.errors import CairnError
 from cairn.hosts import HOSTS
+from cairn.runtime.home import HOME_ENV, database_choice, home_dir
 
 HOOK_TIMEOUT = 30  # seconds, for Claude Code and Codex; our own budget inside the hook is shorter
 
@@ -98,10 +99,10 @@ def main(argv: list[str], g: Any) -> int:
     scope = opts["scope"]
     path = config_path(host, scope, Path.cwd())
     command = opts.get("command") or cairn_command()
-    home = getattr(g, "home", None) or os.environ.get("CAIRN_HOME")
+    home = getattr(g, "home", None) or os.environ.get(HOME_ENV)
     if home:
-        command += " --home " + _quote(str(Path(home).expanduser().resolve()))
-    db = getattr(g, "db", None) or os.environ.get("CAIRN_DATABASE_URL")
+        command += " --home " + _quote(str(Path(home_dir(home)).resolve()))
+    db = database_choice(getattr(g, "db", None))
     if db:
         if _has_password(db):
             from cairn.errors import CairnError

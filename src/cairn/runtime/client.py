@@ -15,6 +15,7 @@ import socket
 
 from cairn.daemon import protocol
 from cairn.errors import CairnError
+from cairn.runtime.home import database_choice, home_dir
 
 TYPE_CHECKING = False  # see cairn.errors
 if TYPE_CHECKING:
@@ -24,12 +25,6 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT = 0.5
 # The first context after the daemon starts loads the ranking index (~1 s per 100k lessons here).
 ANSWER_TIMEOUT = float(os.environ.get("CAIRN_DAEMON_TIMEOUT") or 60)
-
-
-def resolve_home(home: str | Path | None) -> str:
-    """The Cairn home as a string (``cairn.runtime.settings.default_home`` without importing pathlib)."""
-    raw = os.fspath(home) if home else os.environ.get("CAIRN_HOME") or os.path.join("~", ".cairn")
-    return os.path.expanduser(raw)
 
 
 def _actor() -> str | None:
@@ -101,8 +96,8 @@ def call(
         data = remote_call(remote, op, params, session)
         data["served_by"] = "remote"
         return data
-    home_path = resolve_home(home)
-    db = (db or "").strip() or os.environ.get("CAIRN_DATABASE_URL", "").strip() or None
+    home_path = home_dir(home)
+    db = database_choice(db)
     # A token names its own account and tenant: the local daemon serves its owner's local
     # principal only, so a token's request is resolved and served here (the HTTP server, issue 6,
     # is where remote tokens go).

@@ -18,12 +18,6 @@ if TYPE_CHECKING:
     from cairn.service.api import Cairn
 
 
-def resolve_home(home: str | Path | None) -> Path:
-    from cairn.runtime.settings import default_home
-
-    return Path(home).expanduser() if home else default_home()
-
-
 def ensure_home(home: Path) -> Path:
     """Create the home directory owner-only: it holds the store and the daemon's socket."""
     try:
@@ -33,17 +27,12 @@ def ensure_home(home: Path) -> Path:
     return home
 
 
-DATABASE_ENV = "CAIRN_DATABASE_URL"
-
-
 def database_url(home: Path, db: str | None = None) -> str:
     """Which database: ``--db``, else ``CAIRN_DATABASE_URL``, else the SQLite file in the home."""
-    import os
-
+    from cairn.runtime.home import database_choice
     from cairn.store.engine import sqlite_url
 
-    chosen = (db or "").strip() or os.environ.get(DATABASE_ENV, "").strip()
-    return chosen or sqlite_url(home)
+    return database_choice(db) or sqlite_url(home)
 
 
 # The daemon's open service per (home, database URL): in the daemon's process, a forwarded command

@@ -155,10 +155,6 @@ class Settings:
         ]
 
 
-def default_home() -> Path:
-    return Path(os.environ.get("CAIRN_HOME") or Path.home() / ".cairn").expanduser()
-
-
 def _coerce(spec: Spec, raw: Any, where: str, code: str = "SETUP") -> int | float | str:
     if spec.kind is str:
         if not isinstance(raw, str) or "\x00" in raw:

@@ -7,7 +7,7 @@ agents that parse it, so codes are only ever added, never renamed.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not typing's: hooks import this module, and typing costs ~6 ms
+TYPE_CHECKING = False  # not typing's: hooks import this module, and importing typing costs start-up time
 if TYPE_CHECKING:
     from typing import Any
 

@@ -1,8 +1,8 @@
 """Who is calling: every service call takes a Principal and trusts nothing else.
 
 A surface resolves the principal (the CLI from the local user, later the API from a hashed token)
-and the service checks it; no operation accepts a caller-supplied tenant or user id (seed 000's
-SECURITY DEFINER hole). Scope patterns limit a principal to part of its tenant's store.
+and the service checks it; no operation accepts a caller-supplied tenant or user id (a store that trusts one lets any
+caller read another tenant by naming it). Scope patterns limit a principal to part of its tenant's store.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Roles in a tenant and what each may do: the capability table of seed 000, as pure functions.
+"""Roles in a tenant and what each may do: the capability table, as pure functions.
 
 owner  : everything, including deleting the org and managing other owners and admins
 admin  : hard-delete (purge), invite, change roles and remove members below admin, bind scopes

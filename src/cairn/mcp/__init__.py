@@ -1,1 +1,1 @@
-"""MCP surface (issue 6): see ``server.build``."""
+"""MCP surface: see ``server.build``."""

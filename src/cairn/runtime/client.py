@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONNECT_TIMEOUT = 0.5
-# The first context after the daemon starts loads the ranking index (~1 s per 100k lessons here).
+# The first context after the daemon starts loads the ranking index, which grows with the store.
 ANSWER_TIMEOUT = float(os.environ.get("CAIRN_DAEMON_TIMEOUT") or 60)
 
 
@@ -99,8 +99,8 @@ def call(
     home_path = home_dir(home)
     db = database_choice(db)
     # A token names its own account and tenant: the local daemon serves its owner's local
-    # principal only, so a token's request is resolved and served here (the HTTP server, issue 6,
-    # is where remote tokens go).
+    # principal only, so a token's request is resolved and served here (remote tokens go to the
+    # HTTP server).
     if not os.environ.get("CAIRN_NO_DAEMON") and not os.environ.get("CAIRN_TOKEN", "").strip():
         message = {
             "v": protocol.PROTOCOL, "op": op, "params": params,

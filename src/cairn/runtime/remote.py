@@ -11,7 +11,7 @@ reaches the remote client without being written here.
 
 Standard library only (``urllib``): hooks call ``context``/``recall`` through here on every
 session start, and a remote answer must not first pay for importing an HTTP stack. ``urllib.request``
-(~50 ms: http.client, email) loads only when a request is made, never on the local path.
+(it pulls in http.client and email) loads only when a request is made, never on the local path.
 """
 
 from __future__ import annotations

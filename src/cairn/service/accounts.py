@@ -5,10 +5,10 @@ members, scope bindings), ``tokens`` and ``limits`` (per-tenant overrides); this
 they share.
 
 Every request resolves to a ``Principal`` here or in ``core/principal.local_principal``; nothing
-trusts a caller-supplied account or tenant id (seed 000's hole). A token resolves by the SHA-256 of
-the secret the caller presents, and its permissions are recomputed from the account's *current*
-role on every request. Org changes (membership, roles, invites, bindings, tokens) are written to
-the org's own audit chain, like lesson changes.
+trusts a caller-supplied account or tenant id (naming another tenant must never reach it). A token
+resolves by the SHA-256 of the secret the caller presents, and its permissions are recomputed from
+the account's *current* role on every request. Org changes (membership, roles, invites, bindings,
+tokens) are written to the org's own audit chain, like lesson changes.
 
 Capabilities are in ``core/roles.py``; this module applies them inside the transaction that makes
 the change, so a role read and a change made on it cannot be split by a concurrent demotion (the

@@ -7,7 +7,7 @@ lesson's page with its links (to decide whether to restore it). Nothing here exp
 ``history`` already does: a rejected lesson is NOT_FOUND on every path, scope-limited principals see
 only their scopes, and every query is the principal's tenant's (row security on Postgres as well).
 
-Each method is one read transaction, like every other service operation (DESIGN §4).
+Each method is one read transaction, like every other service operation: a page never mixes two states of the store.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The ranking index: the features context ranks on, for every active lesson of a tenant, in memory.
 
-Why not rank with one SQL query per session start? Measured on this machine (SQLite, 1,000,000
-lessons, 500,000 in the ladder, a covering index): scoring every eligible row in SQL took 230 ms and
-the exact per-scope counts another 90 ms — over the whole budget of a session-start hook before any
-text is fetched. So the database stays the source of truth and the ranking *features* (a few numbers
-per lesson, ~60 bytes) are kept warm in arrays: scoring half a million rows in numpy takes
-milliseconds, and the counts come from the same snapshot the ranking used, so they are exact and
-consistent with it.
+Why not rank with one SQL query per session start? At a million lessons, scoring every eligible row
+in SQL and counting per scope took more than the whole budget of a session-start hook before any
+text is fetched (bench/README.md, "Measurements behind the code"). So the database stays the source
+of truth and the ranking *features* (a few numbers per lesson) are kept warm in arrays: scoring half
+a million rows in numpy takes milliseconds, and the counts come from the same snapshot the ranking
+used, so they are exact and consistent with it.
 
 Staying correct: every change to a lesson writes an audit row with the tenant's next ``seq`` in the
 same transaction (``service/mutate.py``), so the audit log is a change feed. Before each use the

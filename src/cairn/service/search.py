@@ -61,8 +61,8 @@ from cairn.store.schema import (
 MODES = ("hybrid", "fts", "vector")
 ARM_DEPTH = 50  # candidates each arm contributes to fusion
 # The vector arm re-ranks this many nearest-by-sign-bits (per query view) by exact cosine on the ranking
-# index's float16 vectors. Sign bits alone are a coarse order: at 20,000 lessons their nearest 300 held
-# only 85% of the exact top 20 (bench/README.md), so the re-rank goes deep; in memory it costs ~1 ms.
+# index's float16 vectors. Sign bits alone are a coarse order (their recall of the exact top 20 is in
+# bench/README.md), so the re-rank goes deep; in memory that stays cheap.
 VECTOR_PREFILTER = 2000
 FTS_TERMS = 16  # the full-text arm's OR holds at most this many terms, rarest first...
 FTS_POSTINGS = 4000  # ...while their document counts sum under this many rows (each is scored)...

@@ -3,9 +3,9 @@
 
 Why the database and not only the query layer: every query Cairn writes carries a tenant predicate,
 and on SQLite that predicate *is* the boundary. On a shared Postgres a forgotten predicate would
-hand one team's lessons to another, so the database checks too (DESIGN §1, "scope enforced").
-Seed 000 shows how this goes wrong: policies existed, but SECURITY DEFINER functions ran as the
-table owner (who bypasses row security unless it is forced) and trusted a caller-supplied user id.
+hand one team's lessons to another, so the database checks too. The way this classically goes wrong:
+policies exist, but SECURITY DEFINER functions run as the table owner (who bypasses row security
+unless it is forced) and trust a caller-supplied user id.
 
 The rules, and where each is enforced:
 

@@ -265,7 +265,7 @@ def fts_search(
         w = ", ".join(str(x) for x in BM25_WEIGHTS)
         # CROSS JOIN fixes the join order: the MATCH drives and each hit looks its lesson up by primary key.
         # With a plain JOIN the planner walked every lesson of the tenant (ix_lessons_tenant_archived) and
-        # evaluated the MATCH once per lesson: 0.8 s instead of 6 ms at 5,000 lessons, linear in the store.
+        # evaluated the MATCH once per lesson: linear in the store instead of in the matches.
         sql = (
             f"SELECT l.id, -bm25(lesson_fts, {w}) AS score FROM lesson_fts CROSS JOIN lessons l "
             "ON l.id = lesson_fts.rowid "
@@ -300,7 +300,7 @@ def doc_frequencies(conn: Connection, terms: list[str], cap: int | None = None) 
     100,000 lessons); a term at the cap is "at least that common", which is all rarity needs.
     """
     # SQLite: count the FTS5 table's docsize shadow table (one narrow row per document): counting
-    # the virtual table itself reads every document (~30 ms at 100,000 lessons; this ~0.5 ms).
+    # the virtual table itself reads every document.
     total_sql = "SELECT count(*) FROM lesson_fts" if _pg(conn) else "SELECT count(*) FROM lesson_fts_docsize"
     total = int(conn.execute(text(total_sql)).scalar_one())
     column, predicate = _match_sql(conn)
@@ -317,7 +317,7 @@ def doc_frequencies(conn: Connection, terms: list[str], cap: int | None = None) 
 def fts_rowids(conn: Connection, term: str) -> list[int]:
     """Every lesson id (of every tenant: callers intersect with their own) whose text has ``term``.
 
-    No ranking function runs: reading a doclist costs ~0.5 µs a match against ~3 µs for ``bm25()``,
+    No ranking function runs: reading a doclist is several times cheaper per match than ``bm25()``,
     which is what lets context weigh terms over a million lessons (``service/context.py``).
     """
     m = _term_param(conn, term)

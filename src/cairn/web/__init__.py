@@ -1,4 +1,4 @@
-"""The human dashboard (issue 7): server-rendered pages over the service, mounted at ``/ui``."""
+"""The human dashboard: server-rendered pages over the service, mounted at ``/ui``."""
 
 from __future__ import annotations
 

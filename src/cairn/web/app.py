@@ -1,6 +1,6 @@
 """The dashboard: server-rendered pages over the service, for the people who own an agent memory.
 
-A surface only (DESIGN §4): each handler parses the request, calls service methods with the
+A surface only (the rules are the service's): each handler parses the request, calls service methods with the
 principal the session's token resolves to, and renders a template. Who may verify, reject, restore,
 lift a tombstone, mint a token or change a role is decided by the service; the pages merely hide
 controls a principal's level cannot use, and a forged POST still gets the service's FORBIDDEN.

@@ -4,7 +4,8 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-30
 
-Why the model looks like this (seed 000 is the model kept; its SECURITY DEFINER hole is closed):
+Why the model looks like this (roles per tenant, enforced in the database too; no SECURITY DEFINER
+function trusts a caller-supplied id):
 
 * A **tenant** is a store that lessons belong to: either one account's own (``kind = 'personal'``;
   its id is the account's name, and ``local`` is the account of whoever holds the database's own

@@ -15,7 +15,7 @@ Why tombstones of their own (``conversation_tombstones``), not ``tombstones``: a
 an address and a content hash that refuse a *write*; these refuse a *recording*: a forgotten thread,
 turn or position (a replayed request) and the identity of each forgotten sentence (the same words in
 a new conversation). They are keyed on the thread hash and on content, never on a row id that a
-re-created row would not share (kiwi-mem's tombstones were keyed on rows; seed 003).
+re-created row would not share (tombstones keyed on rows let a re-created row come back).
 
 Why ``revision`` on a conversation: extraction reads a turn, asks the model, then writes; the write
 transaction re-reads the revision and discards what it computed from text that changed meanwhile.

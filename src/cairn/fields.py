@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import Field
 
 from cairn.core.cursor import CURSOR_PATTERN, MAX_CURSOR
+from cairn.core.lesson import MAX_TAG_CHARS, MAX_VALUE_BYTES, TAG_CHARS
 from cairn.core.scope import BRANCH_PATTERN, NAME_PATTERN, SCOPE_REGEX
 
 Scope = Annotated[
@@ -38,7 +39,11 @@ Key = Annotated[
 # The 64 KiB limit is in UTF-8 bytes and the service's (VALUE_TOO_LARGE with the size).
 Value = Annotated[
     str,
-    Field(min_length=1, json_schema_extra={"maxLength": 65536}, description="the lesson: 1-3 sentences of advice"),
+    Field(
+        min_length=1,
+        json_schema_extra={"maxLength": MAX_VALUE_BYTES},
+        description="the lesson: 1-3 sentences of advice",
+    ),
 ]
 # Empty counts as absent (hooks pass unset variables as ""); otherwise what the scope of that rung allows.
 Repo = Annotated[
@@ -67,8 +72,9 @@ Cursor = Annotated[
         description="next_cursor of the previous page; omit for the first page",
     ),
 ]
-TAG_PATTERN = r"^\s*[A-Za-z0-9][A-Za-z0-9._:/+#-]{0,63}\s*$"  # what core's tag normalizer accepts
-Tag = Annotated[str, Field(max_length=64, json_schema_extra={"pattern": TAG_PATTERN})]
+# What the tag normalizer accepts (it lowers the case and strips the spaces).
+TAG_PATTERN = rf"^\s*[A-Za-z0-9][{TAG_CHARS}]{{0,{MAX_TAG_CHARS - 1}}}\s*$"
+Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS, json_schema_extra={"pattern": TAG_PATTERN})]
 _UNITS = "s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?"
 Duration = Annotated[
     str, Field(max_length=20, examples=["30d"], json_schema_extra={"pattern": rf"^\s*[0-9]+\s*({_UNITS})?\s*$"})

@@ -208,7 +208,7 @@ def test_a_cursor_from_the_server_continues_the_list(sides: tuple[Side, Side]) -
         if cursor is None:
             break
     assert sorted(seen) == [f"p{i}" for i in range(5)] and len(seen) == 5
-    # A limit over the API's page size is gathered page by page, as the local service answers it.
+    # A limit is one page on both sides: the API's cap is the service's, so --url answers as the local store.
     assert len(remote.envelope("list", "--limit", "700")["data"]["lessons"]) == len(
         remote.envelope("list", "--limit", "100")["data"]["lessons"]
     )

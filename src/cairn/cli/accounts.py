@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from cairn.core.lesson import MAX_PAGE
+
 # A bare group prints one envelope like every command (tests/cli/test_envelope.py): the listing
 # where there is one, else a refusal that names the subcommands.
 org_app = typer.Typer(
@@ -165,7 +167,7 @@ def org_revoke(org: ORG, invite_id: Annotated[int, typer.Argument(help="the invi
 @org_app.command("members")
 def org_members(
     org: ORG,
-    limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 1000,
+    limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 1000,
     cursor: Annotated[str | None, typer.Option(help="the next_cursor a previous page printed")] = None,
 ) -> None:
     """Who belongs to an org, with their roles."""
@@ -260,7 +262,7 @@ def token_create(
 @token_app.command("list")
 def token_list(
     org: Annotated[str | None, typer.Option(help="every token of this org (admins, owners)")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 1000,
+    limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 1000,
     cursor: Annotated[str | None, typer.Option(help="the next_cursor a previous page printed")] = None,
 ) -> None:
     """Your tokens (never their secrets), or an org's."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cairn.cli import render
+from cairn.core.lesson import MAX_PAGE
 from cairn.errors import CairnError
 
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ def list_(
     tag: Annotated[str | None, typer.Option(help="Only lessons with this tag")] = None,
     trust: Annotated[str | None, typer.Option(help="candidate | verified")] = None,
     archived: Annotated[bool, typer.Option("--archived", help="List archived lessons instead")] = False,
-    limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 100,
+    limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 100,
     cursor: CursorOpt = None,
 ) -> None:
     """List active lessons, newest first."""
@@ -345,7 +346,7 @@ def unforget(
 @app.command()
 def tombstones(
     all_: Annotated[bool, typer.Option("--all", help="Include lifted tombstones")] = False,
-    limit: Annotated[int, typer.Option(help="At most this many (1-10000)")] = 1000,
+    limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 1000,
     cursor: CursorOpt = None,
 ) -> None:
     """List tombstones, oldest first."""

@@ -31,9 +31,6 @@ if TYPE_CHECKING:
 
 URL_ENV = "CAIRN_URL"
 TIMEOUT = float(os.environ.get("CAIRN_HTTP_TIMEOUT") or 120)
-# The API's own page caps (the ``limit`` bounds in service/catalog/inputs.py): a larger ``limit``
-# is gathered page by page.
-PAGE_CAP = {"lessons": 500, "candidates": 500, "entries": 1000, "tombstones": 1000, "tokens": 1000, "members": 1000}
 NOT_REMOTE = (
     "runs where the database is, not over HTTP: run it on the server's host (with its --db URL), "
     "or drop --url / CAIRN_URL"
@@ -159,7 +156,7 @@ class RemoteCairn:
     """The ``Cairn`` facade over HTTP. The ``principal`` argument is ignored: the token is the caller.
 
     Most methods are derived from the catalogue (:func:`_derived`, installed below the class); the
-    ones written here do more than map arguments to a request: page and re-sort, stream, send a
+    ones written here do more than map arguments to a request: shape an answer, stream, send a
     file, or refuse what only the server's host may do.
     """
 
@@ -172,8 +169,6 @@ class RemoteCairn:
         path = op.http.path
         for name in op.http.path_fields:
             path = path.replace("{" + name + "}", _seg(str(fields.pop(name))))
-        if op.page and fields.get("limit") is not None:
-            return self._gather(path, op.page, fields.pop("limit"), fields)
         if op.http.method == "POST":
             return self.http.call("POST", path, body=_body(**fields))
         return self.http.call(op.http.method, path, query=fields)
@@ -186,7 +181,7 @@ class RemoteCairn:
         return self.http.call("POST", _path("supersede"), body=_body(scope=scope, key=key, value=value, **old, **opts))
 
     def list(self, _p: Any, scope: str | None = None, *, limit: int = 100, **filters: Any) -> dict[str, Any]:
-        out = self._gather(_path("list"), "lessons", limit, {"scope": scope, **filters})
+        out = self.http.call("GET", _path("list"), query={"scope": scope, **filters, "limit": limit})
         out["truncated"] = out["next_cursor"] is not None
         return out
 
@@ -206,9 +201,7 @@ class RemoteCairn:
 
     # -- audit, transfer ---------------------------------------------------------------------------
     def audit(self, _p: Any, *, limit: int = 200, **filters: Any) -> dict[str, Any]:
-        out = self._gather(_path("audit"), "entries", limit, filters)
-        out["entries"].sort(key=lambda e: e["seq"])  # pages go back in time; the service answers oldest first
-        return out
+        return self.http.call("GET", _path("audit"), query={**filters, "limit": limit})
 
     def audit_verify(self, _p: Any, *, full: bool = True) -> dict[str, Any]:
         return self.http.call("GET", _path("audit_verify"), query={"fast": True} if not full else None)
@@ -260,29 +253,6 @@ class RemoteCairn:
 
     def limits_set(self, _p: Any, *_a: Any, **_kw: Any) -> dict[str, Any]:
         raise CairnError("FORBIDDEN", f"setting limits is the operator's, and {NOT_REMOTE}")
-
-    # -- paging ------------------------------------------------------------------------------------
-    def _gather(self, path: str, field: str, limit: int, query: dict[str, Any]) -> dict[str, Any]:
-        """Up to ``limit`` rows, in pages of at most the API's cap, as one answer with its next cursor.
-
-        The local service answers a ``--limit`` up to 10,000 in one call; the API caps a page lower,
-        so a larger limit is the same rows fetched page by page with the server's cursors.
-        """
-        if not 1 <= limit <= 100_000:
-            raise CairnError("INVALID_INPUT", f"limit must be between 1 and 100000, got {limit}")
-        rows: list[Any] = []
-        out: dict[str, Any] = {}
-        cursor = query.pop("cursor", None)
-        while True:
-            want = min(limit - len(rows), PAGE_CAP[field])
-            out = self.http.call("GET", path, query={**query, "limit": want, "cursor": cursor})
-            rows.extend(out[field])
-            cursor = out.get("next_cursor")
-            if cursor is None or len(rows) >= limit:
-                break
-        out[field] = rows
-        out["next_cursor"] = cursor
-        return out
 
 
 def _seg(part: str) -> str:

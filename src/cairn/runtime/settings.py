@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from cairn.core.lesson import MAX_VALUE_BYTES
 from cairn.errors import CairnError
 
 REPO_FILE = ".cairn.toml"
@@ -68,7 +69,9 @@ SPECS = (
         "minutes a daemon started on demand waits without a request before it exits (0: never)",
     ),
     Spec("limit_max_lessons", ("limits", "max_lessons"), int, 0, 10**9, "lessons per tenant (0: no limit)"),
-    Spec("limit_max_value_bytes", ("limits", "max_value_bytes"), int, 0, 65536, "bytes per value (0: 64 KiB)"),
+    Spec(
+        "limit_max_value_bytes", ("limits", "max_value_bytes"), int, 0, MAX_VALUE_BYTES, "bytes per value (0: 64 KiB)"
+    ),
     Spec("limit_writes_per_minute", ("limits", "writes_per_minute"), int, 0, 10**6, "writes a minute (0: none)"),
     # The memory gateway (docs/gateway.md). Text settings: low/high bound their length.
     Spec(

@@ -27,6 +27,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from cairn.core import roles
+from cairn.core.lesson import MAX_PAGE
 from cairn.core.principal import ADMIN, LOCAL_USER, Principal
 from cairn.core.scope import normalize_pattern, validate_scope
 from cairn.core.timeparse import format_time, parse_ttl, utcnow
@@ -76,8 +77,8 @@ def expiry(raw: str | None, default: str) -> datetime | None:
 
 
 def check_page_limit(limit: int) -> None:
-    if not 1 <= limit <= 10_000:
-        raise CairnError("INVALID_INPUT", f"limit must be between 1 and 10000, got {limit}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_PAGE}, got {limit}")
 
 
 def operator_only(principal: Principal, what: str) -> None:

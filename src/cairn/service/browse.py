@@ -18,6 +18,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import normalize_key
+from cairn.core.lesson import MAX_PAGE
 from cairn.core.principal import READ, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
@@ -49,8 +50,8 @@ class Browse:
         if scope is not None:
             scope = validate_scope(scope)
             principal.require(READ, scope)
-        if not 1 <= limit <= 10_000:
-            raise CairnError("INVALID_INPUT", f"limit must be between 1 and 10000, got {limit}")
+        if not 1 <= limit <= MAX_PAGE:
+            raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_PAGE}, got {limit}")
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()

@@ -9,6 +9,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.content import first_line
 from cairn.core.keys import normalize_key
+from cairn.core.lesson import USER_RELS
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
@@ -18,8 +19,6 @@ from cairn.service.records import fetch, fetch_id, status
 from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import links
-
-USER_RELS = ("related", "contradicts", "derived_from")  # "supersedes" is written by supersede only
 
 
 class Graph:

@@ -16,13 +16,14 @@ from typing import Any
 
 from cairn.core.jsonin import loads
 from cairn.core.keys import normalize_key
+from cairn.core.lesson import ORIGINS, RELS
+from cairn.core.lesson import TRUSTS as TRUST
 from cairn.core.principal import MAX_SESSION_CHARS, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import parse_time
 from cairn.errors import CairnError
 from cairn.service.export import FORMAT, FORMAT_VERSION
 from cairn.service.lessons import make_write
-from cairn.service.records import ORIGINS, TRUST
 from cairn.service.tombstones import MAX_REASON
 
 MAX_CLAIMED = 8192  # what an earlier import recorded as claims: a dozen short fields, nested once
@@ -244,7 +245,7 @@ def _parse_record(principal: Principal, obj: dict[str, Any], restore: bool) -> t
         )
     if kind == "link":
         rel = obj["rel"]
-        if rel not in ("related", "contradicts", "derived_from", "supersedes"):
+        if rel not in RELS:
             raise CairnError("INVALID_INPUT", f"unknown link rel {rel!r}")
         return (
             "link",

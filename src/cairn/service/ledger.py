@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import normalize_key
+from cairn.core.lesson import MAX_PAGE
 from cairn.core.principal import ADMIN, READ, Principal
 from cairn.core.scope import validate_scope
 from cairn.errors import CairnError
@@ -39,8 +40,8 @@ class Ledger:
         principal.require(READ)
         if (scope is None) != (key is None):
             raise CairnError("INVALID_INPUT", "--lesson takes both SCOPE and KEY")
-        if not 1 <= limit <= 100_000:
-            raise CairnError("INVALID_INPUT", "limit must be between 1 and 100000")
+        if not 1 <= limit <= MAX_PAGE:
+            raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_PAGE}, got {limit}")
         if scope is not None:
             scope, key = validate_scope(scope), normalize_key(key or "")
             principal.require(READ, scope)

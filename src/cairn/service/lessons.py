@@ -26,6 +26,16 @@ from sqlalchemy.engine import Connection
 from cairn.core.content import content_hash, content_identity, validate_value
 from cairn.core.diffing import unified_diff
 from cairn.core.keys import normalize_key
+from cairn.core.lesson import (
+    KINDS,
+    MAX_FIELD_CHARS,
+    MAX_PAGE,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    ORIGINS,
+    TAG_CHARS,
+    TRUST_FILTERS,
+)
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, parse_ttl, utcnow
@@ -33,7 +43,7 @@ from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import limits
 from cairn.service.mutate import apply
-from cairn.service.records import KINDS, ORIGINS, active_clause, fetch, fetch_id, paged, public, status
+from cairn.service.records import active_clause, fetch, fetch_id, paged, public, status
 from cairn.service.tombstones import check_tombstones
 from cairn.service.tx import read_tx, write_tx
 from cairn.service.webhooks import outside as webhook_outside
@@ -41,9 +51,8 @@ from cairn.service.webhooks import provenance as webhook_provenance
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, sightings
 
-_TAG = re.compile(r"^[a-z0-9][a-z0-9._:/+#-]{0,63}$")
-MAX_TAGS = 32
-MAX_FIELD = 500  # source_agent, trigger, author, url
+_TAG = re.compile(rf"^[a-z0-9][{TAG_CHARS.replace('A-Z', '')}]{{0,{MAX_TAG_CHARS - 1}}}$")  # stored lower case
+MAX_FIELD = MAX_FIELD_CHARS
 
 
 def normalize_tags(tags: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -495,10 +504,10 @@ class Lessons:
         if scope is not None:
             scope = validate_scope(scope)
             principal.require(READ, scope)
-        if trust is not None and trust not in ("candidate", "verified"):
+        if trust is not None and trust not in TRUST_FILTERS:
             raise CairnError("INVALID_INPUT", "trust filter must be candidate or verified (rejected is never listed)")
-        if not 1 <= limit <= 10_000:
-            raise CairnError("INVALID_INPUT", "limit must be between 1 and 10000")
+        if not 1 <= limit <= MAX_PAGE:
+            raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_PAGE}")
         tag_norm = normalize_tags([tag])[0] if tag else None
 
         def tx(conn: Connection) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import normalize_key
+from cairn.core.lesson import OUTCOME_COUNTERS
 from cairn.core.principal import WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
@@ -22,7 +23,7 @@ from cairn.service.tx import write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import lessons, links
 
-OUTCOMES = {"helped": "helped_count", "not-helped": "not_helped_count"}
+OUTCOMES = OUTCOME_COUNTERS
 
 
 Change = Callable[[Connection, Principal, dict[str, Any], datetime], dict[str, Any]]

@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.engine import Connection
 
+from cairn.core.lesson import STATE_FIELDS, VERSION_FIELDS, VERSION_STATE
 from cairn.core.principal import Principal
 from cairn.service import audit, indexing, state_proof
-from cairn.service.records import STATE_FIELDS, status
+from cairn.service.records import status
 from cairn.store.schema import lesson_tags, lesson_versions, lessons
 
 # Built once (see records._BY_ADDRESS for why).
@@ -102,7 +103,7 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
             "recorded_at": now,
             "actor": who,
             "session": principal.session,
-            **{k: row[k] for k in _VERSION_STATE},
+            **{k: row[k] for k in VERSION_STATE},
         }
         for ch, row in zip(changes, rows, strict=True)
     ]
@@ -147,12 +148,6 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
         ],
     )
     return rows
-
-
-_VERSION_STATE = (
-    "scope", "key", "value", "content_hash", "tags", "kind", "source_agent", "trigger", "trust",
-    "seen_count", "helped_count", "not_helped_count", "valid_from", "valid_to", "expires_at",
-)  # fmt: skip
 
 
 def _sync_tags(conn: Connection, principal: Principal, lesson_id: int, tags: list[str], fresh: bool) -> None:
@@ -206,7 +201,7 @@ def replay(
                 "lesson_id": lesson_id,
                 "scope": lesson["scope"],
                 "key": lesson["key"],
-                **{k: v[k] for k in _VERSION_FIELDS},
+                **{k: v[k] for k in VERSION_FIELDS},
             }
             for v in versions
         ],
@@ -227,10 +222,3 @@ def replay(
         **state_proof.read_back(conn, principal.tenant_id, lesson_id),
     )
     return row
-
-
-_VERSION_FIELDS = (
-    "version", "action", "value", "content_hash", "tags", "kind", "source_agent", "trigger", "trust",
-    "archived", "seen_count", "helped_count", "not_helped_count", "valid_from", "valid_to", "expires_at",
-    "recorded_at", "actor", "session",
-)  # fmt: skip

@@ -22,17 +22,6 @@ from cairn.core.timeparse import format_time
 from cairn.store.schema import lessons
 from cairn.store.types import UTCDateTime
 
-KINDS = ("lesson", "fact", "preference", "reference")
-TRUST = ("candidate", "verified", "rejected")
-ORIGINS = ("agent", "human", "webhook", "import", "consolidation", "gateway")
-
-# The lesson columns a mutation may change (everything but identity and bookkeeping).
-STATE_FIELDS = (
-    "scope", "key", "value", "tags", "kind", "source_agent", "trigger", "origin", "author", "url",
-    "trust", "seen_count", "helped_count", "not_helped_count", "valid_from", "valid_to",
-    "expires_at", "archived_at", "superseded_by", "content_hash", "claimed",
-)  # fmt: skip
-
 
 def active_clause(now: datetime) -> ColumnElement[bool]:
     return and_(

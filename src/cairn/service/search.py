@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.content import first_line
 from cairn.core.context import recall_block
+from cairn.core.lesson import MODES
 from cairn.core.principal import READ, Principal
 from cairn.core.ranking import (
     STRONG_WEIGHT,
@@ -58,7 +59,6 @@ from cairn.store.schema import (
     lessons,
 )
 
-MODES = ("hybrid", "fts", "vector")
 ARM_DEPTH = 50  # candidates each arm contributes to fusion
 # The vector arm re-ranks this many nearest-by-sign-bits (per query view) by exact cosine on the ranking
 # index's float16 vectors. Sign bits alone are a coarse order (their recall of the exact top 20 is in

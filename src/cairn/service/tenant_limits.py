@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from cairn.core.lesson import MAX_VALUE_BYTES
 from cairn.core.principal import Principal
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
@@ -44,10 +45,11 @@ class TenantLimits:
         if unknown or not given:
             raise CairnError("INVALID_INPUT", f"give at least one of: {', '.join(limits.FIELDS)}")
         for k, v in given.items():
-            if v < 0 or (k == "max_value_bytes" and v > 65536):
+            if v < 0 or (k == "max_value_bytes" and v > MAX_VALUE_BYTES):
                 raise CairnError(
                     "INVALID_INPUT",
-                    f"{k} must be 0 (no override) or positive{' and ≤ 65536' if k == 'max_value_bytes' else ''}",
+                    f"{k} must be 0 (no override) or positive"
+                    + (f" and ≤ {MAX_VALUE_BYTES}" if k == "max_value_bytes" else ""),
                 )
         cleaned = {k: (v or None) for k, v in given.items()}
 

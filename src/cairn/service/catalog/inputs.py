@@ -15,13 +15,10 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from cairn.core.lesson import MAX_PAGE, Kind, Mode, Outcome, Rel, Sweep, TrustFilter
 from cairn.core.principal import LEVELS
 from cairn.core.roles import NAME_RE, ROLES
 from cairn.fields import NO_NUL, Branch, Cursor, Duration, Key, Project, Repo, Scope, Tag, Value
-from cairn.service.graph import USER_RELS
-from cairn.service.lifecycle import OUTCOMES
-from cairn.service.records import KINDS
-from cairn.service.search import MODES
 
 ORG_PATTERN = NAME_RE.pattern  # shown and enforced: the same rule as check_name's
 Org = Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
@@ -29,10 +26,11 @@ User = Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
 RowId = Annotated[int, Field(ge=1, le=2**62)]
 Reason = Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NO_NUL)]
 Note = Annotated[str, Field(max_length=500, json_schema_extra=NO_NUL)]
-# The enums are the service's own tuples (``Literal[T]`` of a tuple is its values), never re-typed.
+# The enums are core's (``core/lesson.py``, ``core/roles.py``, ``core/principal.py``), never re-typed here.
 Role = Literal[ROLES]  # type: ignore[valid-type]
-Trust = Literal["candidate", "verified"]  # what a filter may ask for (rejected lessons are never listed)
-Mode = Literal[MODES]  # type: ignore[valid-type]
+Trust = TrustFilter
+# One page of any listing, the same on every surface and in the service.
+PageLimit = Annotated[int, Field(ge=1, le=MAX_PAGE)]
 
 
 class Strict(BaseModel):
@@ -70,7 +68,7 @@ class ListQuery(Params):
     tag: Tag | None = None
     trust: Trust | None = None
     archived: bool = False
-    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    limit: PageLimit = 100
     cursor: Cursor | None = None
 
 
@@ -79,7 +77,7 @@ class WriteBody(Strict):
     key: Key
     value: Value
     tags: list[Tag] = Field(default_factory=list, max_length=32)
-    kind: Literal[KINDS] = "lesson"  # type: ignore[valid-type]
+    kind: Kind = "lesson"
     source_agent: Note | None = None
     trigger: Note | None = Field(None, description="what prompted it, e.g. the error")
     ttl: Duration | None = None
@@ -102,17 +100,17 @@ class ForgetBody(AddressBody):
 
 
 class FeedbackBody(AddressBody):
-    outcome: Literal[tuple(OUTCOMES)]  # type: ignore[valid-type]
+    outcome: Outcome
 
 
 class PurgeBody(Strict):
-    sweep: Literal["expired", "archived"]
+    sweep: Sweep
     older_than: Duration | None = None
 
 
 class TombstonesQuery(Params):
     include_lifted: bool = False
-    limit: Annotated[int, Field(ge=1, le=1000)] = 100
+    limit: PageLimit = 100
     cursor: Cursor | None = None
 
 
@@ -155,7 +153,7 @@ class ContextBody(Strict):
 class LinkBody(AddressBody):
     other_scope: Scope
     other_key: Key
-    rel: Literal[USER_RELS]  # type: ignore[valid-type]
+    rel: Rel
 
 
 class NeighborhoodQuery(AddressQuery):
@@ -165,7 +163,7 @@ class NeighborhoodQuery(AddressQuery):
 
 class ReviewQuery(Params):
     scope: Scope | None = None
-    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    limit: PageLimit = 100
     cursor: Cursor | None = None
 
 
@@ -174,7 +172,7 @@ class AuditQuery(Params):
     scope: Scope | None = None
     key: Key | None = None
     since: AwareDatetime | None = None
-    limit: Annotated[int, Field(ge=1, le=1000)] = 200
+    limit: PageLimit = 200
     cursor: Cursor | None = None
 
 
@@ -205,7 +203,7 @@ class TokenBody(Strict):
 
 class TokenListQuery(Params):
     org: Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None = None
-    limit: Annotated[int, Field(ge=1, le=1000)] = 100
+    limit: PageLimit = 100
     cursor: Cursor | None = None
 
 
@@ -245,7 +243,7 @@ class CodeBody(Strict):
 
 
 class MembersQuery(InOrg):
-    limit: Annotated[int, Field(ge=1, le=1000)] = 100
+    limit: PageLimit = 100
     cursor: Cursor | None = None
 
 

@@ -25,6 +25,7 @@ from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service.records import fetch, fetch_id, paged, public, status
 from cairn.service.tx import read_tx
+from cairn.store import predicates
 from cairn.store.engine import Store
 from cairn.store.schema import lessons, links
 
@@ -55,14 +56,7 @@ class Browse:
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
-            q = select(lessons).where(
-                lessons.c.tenant_id == principal.tenant_id,
-                lessons.c.trust != "rejected",
-                lessons.c.archived_at.is_(None),
-                lessons.c.superseded_by.is_(None),
-                lessons.c.expires_at.is_not(None),
-                lessons.c.expires_at <= now,
-            )
+            q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id, predicates.expired(now))
             if scope is not None:
                 q = q.where(lessons.c.scope == scope)
             order = ((lessons.c.expires_at, True), (lessons.c.id, True))

@@ -48,6 +48,7 @@ from cairn.service.tombstones import check_tombstones
 from cairn.service.tx import read_tx, write_tx
 from cairn.service.webhooks import outside as webhook_outside
 from cairn.service.webhooks import provenance as webhook_provenance
+from cairn.store import predicates
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, sightings
 
@@ -193,8 +194,7 @@ _TWIN = (
         lessons.c.tenant_id == bindparam("tenant"),
         lessons.c.scope == bindparam("scope"),
         lessons.c.content_hash == bindparam("hash"),
-        lessons.c.trust != "rejected",
-        lessons.c.superseded_by.is_(None),
+        *predicates.current(),
     )
     .order_by(lessons.c.id)
     .limit(1)
@@ -513,14 +513,7 @@ class Lessons:
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
             q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id)
-            if archived:
-                q = q.where(
-                    lessons.c.archived_at.is_not(None),
-                    lessons.c.trust != "rejected",
-                    lessons.c.superseded_by.is_(None),
-                )
-            else:
-                q = q.where(active_clause(now))
+            q = q.where(predicates.archived() if archived else active_clause(now))
             if scope is not None:
                 q = q.where(lessons.c.scope == scope)
             if trust:

@@ -36,6 +36,7 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import NAMESPACE_SEPARATOR
+from cairn.store import predicates
 from cairn.store.dialect import epoch_seconds
 from cairn.store.schema import audit_log, embed_state, lesson_embeddings, lesson_signatures, lessons
 
@@ -84,12 +85,7 @@ def _columns(vectors: bool) -> tuple[Any, ...]:
 
 def _indexable(tenant_id: str) -> Any:
     """Active apart from expiry (checked per query, because time moves without a write)."""
-    return and_(
-        lessons.c.tenant_id == tenant_id,
-        lessons.c.trust != "rejected",
-        lessons.c.archived_at.is_(None),
-        lessons.c.superseded_by.is_(None),
-    )
+    return and_(lessons.c.tenant_id == tenant_id, *predicates.unarchived())
 
 
 def loop_bucket(key: str, tags_json: str) -> str | None:

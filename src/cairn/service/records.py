@@ -1,8 +1,7 @@
-"""Lesson rows: the lifecycle predicate every read shares, and the public shape of a lesson.
+"""Lesson rows: how a read finds them, pages them and shows them.
 
-``active_clause`` is the single definition of "may be returned by a read of active lessons"; read,
-list, search, context and export all compile it into their SQL, so the negative evals (archived,
-expired, rejected, superseded never come back) hold on every path at once.
+Which lessons a read may return is ``store/predicates.py`` (``active_clause`` and ``status`` here are
+its ``active`` and ``status``), the one definition every read shares.
 """
 
 from __future__ import annotations
@@ -19,29 +18,14 @@ from sqlalchemy.sql.elements import ColumnElement
 from cairn.core import cursor as cursors
 from cairn.core.principal import Principal
 from cairn.core.timeparse import format_time
+from cairn.store import predicates
+from cairn.store.predicates import status
 from cairn.store.schema import lessons
 from cairn.store.types import UTCDateTime
 
 
 def active_clause(now: datetime) -> ColumnElement[bool]:
-    return and_(
-        lessons.c.trust != "rejected",
-        lessons.c.archived_at.is_(None),
-        lessons.c.superseded_by.is_(None),
-        or_(lessons.c.expires_at.is_(None), lessons.c.expires_at > now),
-    )
-
-
-def status(row: dict[str, Any], now: datetime) -> str:
-    if row["trust"] == "rejected":
-        return "rejected"
-    if row["superseded_by"] is not None:
-        return "superseded"
-    if row["archived_at"] is not None:
-        return "archived"
-    if row["expires_at"] is not None and row["expires_at"] <= now:
-        return "expired"
-    return "active"
+    return predicates.active(now)
 
 
 def visible_rows(

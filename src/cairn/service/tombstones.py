@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.content import content_hash, content_identity
 from cairn.core.keys import normalize_key
+from cairn.core.lesson import MAX_PAGE
 from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
@@ -244,5 +245,5 @@ class Tombstones:
 
 
 def check_limit(limit: int) -> None:
-    if not 1 <= limit <= 10_000:
-        raise CairnError("INVALID_INPUT", f"limit must be between 1 and 10000, got {limit}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_PAGE}, got {limit}")

@@ -30,6 +30,8 @@ from typing import Any
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
+from cairn.store.predicates import active_sql
+
 NO_EXPIRY = 2**62  # vec0 metadata cannot be NULL-compared; "never expires" is far in the future.
 BM25_WEIGHTS = (2.0, 1.0, 1.5)  # key, value, tags: a key hit says more than a hit in the body
 # Postgres: ts_rank's weights for the labels {D, C, B, A}; key = A, tags = B, value = D, the same
@@ -228,10 +230,8 @@ def _tag_sql(tag: str | None, params: dict[str, Any], column: str) -> str:
     return f" AND {column} IN (SELECT lesson_id FROM lesson_tags WHERE tenant_id = :tenant AND tag = :tag)"
 
 
-_ACTIVE_SQL = (
-    " AND l.tenant_id = :tenant AND l.trust != 'rejected' AND l.archived_at IS NULL AND l.superseded_by IS NULL"
-    " AND (l.expires_at IS NULL OR l.expires_at > :now)"
-)
+# The active predicate (store/predicates.py) rendered over ``l``, inside the arm's own query.
+_ACTIVE_SQL = " AND l.tenant_id = :tenant AND " + active_sql("l", "now")
 
 
 def fts_search(

@@ -35,8 +35,8 @@ def build(url: str, size: int) -> tuple[Any, Any, dict[str, float]]:
     from sqlalchemy import select
 
     from cairn.core.content import content_hash
-    from cairn.core.principal import local_principal
     from cairn.core.timeparse import utcnow
+    from cairn.runtime.local import local_principal
     from cairn.runtime.settings import Settings
     from cairn.service.api import Cairn
     from cairn.service.mutate import Change, apply_many

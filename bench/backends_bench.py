@@ -173,7 +173,7 @@ def lesson_chunks(size: int) -> Iterator[tuple[list[dict[str, Any]], dict[str, A
 
 
 def open_service(url: str) -> tuple[Any, Any]:
-    from cairn.core.principal import local_principal
+    from cairn.runtime.local import local_principal
     from cairn.runtime.settings import Settings
     from cairn.service.api import Cairn
     from cairn.store.engine import Store

@@ -145,8 +145,8 @@ def find(data: Any, key: str) -> Any:
 def inproc_child(home: Path, runs: int, cap_s: float) -> dict[str, Any]:
     """Runs in a fresh process (``--inproc``): first and warm calls, peak RSS."""
     t0 = time.perf_counter()
-    from cairn.core.principal import local_principal
     from cairn.runtime import settings
+    from cairn.runtime.local import local_principal
     from cairn.service.api import Cairn
     from cairn.store.engine import Store, sqlite_url
 
@@ -439,8 +439,8 @@ def _measure_warm(
 def after_write_loop(base: list[str], home: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
     """Each run: one write through the service (another session's feedback, outside the ladder), then
     the timed ``cairn context``: the daemon must notice the change and rebuild what it memoized."""
-    from cairn.core.principal import local_principal
     from cairn.runtime import settings
+    from cairn.runtime.local import local_principal
     from cairn.service.api import Cairn
     from cairn.store.engine import Store, sqlite_url
 

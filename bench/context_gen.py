@@ -678,8 +678,8 @@ def build_store(
     import numpy as np
     from sqlalchemy import func, select
 
-    from cairn.core.principal import local_principal
     from cairn.core.timeparse import utcnow
+    from cairn.runtime.local import local_principal
     from cairn.search.embed import DIM
     from cairn.service.api import Cairn
     from cairn.store.engine import Store, sqlite_url

@@ -274,7 +274,7 @@ def clean_env() -> None:
 
 
 def open_service(home: Path):  # type: ignore[no-untyped-def]
-    from cairn.core.principal import local_principal
+    from cairn.runtime.local import local_principal
     from cairn.service.api import Cairn
     from cairn.store.engine import Store, sqlite_url
 

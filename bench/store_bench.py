@@ -156,7 +156,7 @@ def run_cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.Comp
 
 # -- (a) in process ---------------------------------------------------------------------------
 def bench_service(tmp: Path, n: int, cap_s: float) -> dict[str, Any]:
-    from cairn.core.principal import local_principal
+    from cairn.runtime.local import local_principal
     from cairn.runtime.settings import Settings
     from cairn.service.api import Cairn
     from cairn.store.engine import Store, sqlite_url

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
 
-from cairn.core.principal import local_principal  # noqa: E402
+from cairn.runtime.local import local_principal  # noqa: E402
 from cairn.service.api import Cairn  # noqa: E402
 from cairn.store.engine import Store, sqlite_url  # noqa: E402
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.core.principal import Principal, local_principal
+from cairn.core.principal import Principal
+from cairn.runtime.local import local_principal
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.store.engine import Store, sqlite_url

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cairn.core.principal import local_principal
+from cairn.runtime.local import local_principal
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.store.engine import Store

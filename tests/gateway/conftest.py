@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from cairn.core.principal import Principal, local_principal
+from cairn.core.principal import Principal
 from cairn.gateway.app import Gateway, Upstream, create_gateway
+from cairn.runtime.local import local_principal
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.service.conversations import Conversations

@@ -88,8 +88,7 @@ def test_bad_arguments_are_tool_errors_not_crashes(tmp_path: Path) -> None:
 
 
 def test_a_read_only_token_cannot_write_over_stdio(tmp_path: Path) -> None:
-    from cairn.core.principal import local_principal
-    from cairn.runtime.local import open_service
+    from cairn.runtime.local import local_principal, open_service
 
     svc = open_service(tmp_path)
     me = local_principal()

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from cairn.core.principal import local_principal
+from cairn.runtime.local import local_principal
 from cairn.service.api import Cairn
 
 WORKER = textwrap.dedent(

@@ -15,7 +15,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from cairn.core.principal import Principal, local_principal
+from cairn.core.principal import Principal
+from cairn.runtime.local import local_principal
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.store.engine import Store

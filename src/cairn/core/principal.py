@@ -7,8 +7,6 @@ caller read another tenant by naming it). Scope patterns limit a principal to pa
 
 from __future__ import annotations
 
-import getpass
-import os
 from dataclasses import dataclass, field
 
 from cairn.core.scope import scope_matches
@@ -81,26 +79,3 @@ class Principal:
         self.require(ADMIN)
         if self.scope_limited:
             raise CairnError("FORBIDDEN", f"{what} acts on the whole store; a scope-limited token may not")
-
-
-def local_principal(session: str | None = None, human: bool = False, actor: str | None = None) -> Principal:
-    """The single-user default on the embedded store: the local tenant, the OS user as actor.
-
-    ``actor`` is given by the local daemon, which serves its owner's other processes: it passes the
-    caller's ``CAIRN_ACTOR``, not its own (only processes of the same OS user can reach its socket).
-    """
-    actor = actor or os.environ.get("CAIRN_ACTOR") or _os_user()
-    return Principal(
-        tenant_id=LOCAL_TENANT,
-        actor=actor,
-        session=session or os.environ.get("CAIRN_SESSION") or None,
-        human=human,
-        user_id=LOCAL_USER,
-    )
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - containers without a passwd entry
-        return "local"

@@ -28,13 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cairn.core.principal import local_principal
 from cairn.daemon import ops, protocol
 from cairn.daemon.hosted import CliHost
 from cairn.daemon.hosted import refusal as hosted_refusal
 from cairn.errors import CairnError
 from cairn.runtime.home import database_choice
-from cairn.runtime.local import database_url, ensure_home, open_service, serve_warm
+from cairn.runtime.local import database_url, ensure_home, local_principal, open_service, serve_warm
 
 SWEEP_ACTOR = "cairn-serve"
 DRAIN_EVERY = float(os.environ.get("CAIRN_DRAIN_SECONDS") or 10)  # between looks at the embedding queue

@@ -75,11 +75,38 @@ def principal_for(svc: Cairn, session: str | None = None, human: bool = False, t
     """
     import os
 
-    from cairn.core.principal import local_principal
-
     secret = (token if token is not None else os.environ.get(TOKEN_ENV, "")).strip()
     if secret:
         return svc.resolve_token(secret, session=session or os.environ.get("CAIRN_SESSION") or None, human=human)
     principal = local_principal(session=session, human=human)
     svc.ensure_tenant(principal)
     return principal
+
+
+def local_principal(session: str | None = None, human: bool = False, actor: str | None = None) -> Principal:
+    """The single-user default on the embedded store: the local tenant, the OS user as actor.
+
+    ``actor`` is given by the local daemon, which serves its owner's other processes: it passes the
+    caller's ``CAIRN_ACTOR``, not its own (only processes of the same OS user can reach its socket).
+    """
+    import os
+
+    from cairn.core.principal import LOCAL_TENANT, LOCAL_USER, Principal
+
+    actor = actor or os.environ.get("CAIRN_ACTOR") or _os_user()
+    return Principal(
+        tenant_id=LOCAL_TENANT,
+        actor=actor,
+        session=session or os.environ.get("CAIRN_SESSION") or None,
+        human=human,
+        user_id=LOCAL_USER,
+    )
+
+
+def _os_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - containers without a passwd entry
+        return "local"

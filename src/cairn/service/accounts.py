@@ -4,7 +4,7 @@ The services are ``auth`` (resolving a token, creating accounts), ``orgs`` (orgs
 members, scope bindings), ``tokens`` and ``limits`` (per-tenant overrides); this module holds what
 they share.
 
-Every request resolves to a ``Principal`` here or in ``core/principal.local_principal``; nothing
+Every request resolves to a ``Principal`` here or in ``runtime/local.local_principal``; nothing
 trusts a caller-supplied account or tenant id (naming another tenant must never reach it). A token
 resolves by the SHA-256 of the secret the caller presents, and its permissions are recomputed from
 the account's *current* role on every request. Org changes (membership, roles, invites, bindings,

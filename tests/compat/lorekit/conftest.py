@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from cairn.core.principal import local_principal
+from cairn.runtime.local import local_principal
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.store.engine import Store

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cairn.core.principal import local_principal
+from cairn.runtime.local import local_principal
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.store.engine import Store, sqlite_url

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from cairn.core.gateway import Attribution
-from cairn.core.principal import local_principal
+from cairn.runtime.local import local_principal
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.service.conversations import Conversations

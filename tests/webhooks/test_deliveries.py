@@ -283,7 +283,7 @@ def test_a_forgotten_comment_reposted_is_refused(served: Served) -> None:
 def test_a_delivery_that_cannot_be_stored_answers_503_and_its_retry_lands(served: Served) -> None:
     """A limit reached: 503 (GitHub retries), nothing stored, the delivery id not remembered; once the
     limit is lifted the same delivery, redelivered with its id, lands."""
-    from cairn.core.principal import local_principal
+    from cairn.runtime.local import local_principal
 
     operator = local_principal()
     held = len(served.svc.list(served.bob, limit=10_000)["lessons"])

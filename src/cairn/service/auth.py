@@ -1,6 +1,6 @@
 """Resolving a request to a principal, and the accounts themselves (the operator's).
 
-Every request resolves to a ``Principal`` here or in ``core/principal.local_principal``; nothing
+Every request resolves to a ``Principal`` here or in ``runtime/local.local_principal``; nothing
 trusts a caller-supplied account or tenant id. A token resolves by the SHA-256 of the secret the
 caller presents, and its permissions are recomputed from the account's *current* role on every
 request.

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from cairn.core import gateway as core
 from cairn.core.content import content_hash, content_identity
 from cairn.core.gateway import Attribution, memory_block
+from cairn.core.lesson import MAX_PAGE
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
@@ -193,8 +194,8 @@ class Conversations:
         """The tenant's conversations, most recently active first (those attributed to scopes the
         caller may not see left out)."""
         principal.require(READ)
-        if not 1 <= limit <= 500:
-            raise CairnError("INVALID_INPUT", f"limit must be between 1 and 500, got {limit}")
+        if not 1 <= limit <= MAX_PAGE:
+            raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_PAGE}, got {limit}")
 
         def tx(conn: Connection) -> dict[str, Any]:
             counts = (

@@ -261,7 +261,7 @@ class OrgPattern(InOrg):
 
 # -- gateway conversations --------------------------------------------------------------------------
 class ConversationsQuery(Params):
-    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    limit: PageLimit = 100
 
 
 class ConversationRef(Params):

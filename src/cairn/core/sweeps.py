@@ -6,9 +6,10 @@ definition here keeps the two from drifting (both refuse alike, with the same me
 
 from __future__ import annotations
 
+from cairn.core.lesson import SWEEPS
 from cairn.errors import CairnError
 
-SWEEPS = ("expired", "archived")
+__all__ = ["SWEEPS", "choose_sweep"]
 
 
 def choose_sweep(*, expired: bool, archived: bool, older_than: bool) -> str:

@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--senders", type=int, default=8, help="concurrent closed-loop senders")
     ap.add_argument("--samples", type=int, default=10, help="delivery -> findable samples")
     ap.add_argument("--db", help="a Postgres URL (default: a fresh SQLite store)")
+    ap.add_argument("--postgres", action="store_true", help="a throwaway Postgres (tests/pg_server.py) instead")
     ap.add_argument("--hash-model", action="store_true", help="the test embedding model instead of the real one")
     ap.add_argument("--out", type=Path, default=OUT / "webhook.json")
     args = ap.parse_args(argv)
@@ -238,7 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.hash_model:
         env["CAIRN_EMBED_MODEL"] = "hash-test-64"
     server = None
+    pg = None
     try:
+        if args.postgres:
+            sys.path.insert(0, str(ROOT))
+            from cairn.store.engine import Store
+            from tests.pg_server import start_throwaway_postgres
+
+            pg = start_throwaway_postgres(work / "pg")
+            args.db = pg.create_database("cairn_webhook_bench")
+            Store(args.db).upgrade()  # the owner migrates, as `cairn db upgrade` does
+            env["CAIRN_DATABASE_URL"] = args.db
         proc = subprocess.run(
             [sys.executable, "-m", "cairn.cli.main", "--home", str(home), "--json", "webhook", "add", REPO],
             capture_output=True, text=True, env={**env, "CAIRN_NO_DAEMON": "1"}, cwd=home, check=False,
@@ -277,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                 server.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 server.kill()
+        if pg is not None:
+            pg.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

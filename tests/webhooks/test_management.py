@@ -125,3 +125,19 @@ def test_the_cli_prints_the_secret_once_and_the_payload_url(cairn_home: Path) ->
     gone = run_cli(cairn_home, "webhook", "remove", "acme/cli", env=env)
     assert gone.returncode == 0 and "removed acme/cli" in gone.stdout
     assert run_cli(cairn_home, "webhook", "remove", "acme/cli", env=env).returncode == 1
+
+
+def test_the_remote_cli_manages_webhooks_through_the_api(web: Web, cairn_home: Path) -> None:  # noqa: F811
+    env = {"CAIRN_URL": web.base, "CAIRN_TOKEN": web.alice, "CAIRN_NO_DAEMON": "1"}
+    made = run_cli(cairn_home, "--json", "webhook", "add", "acme/remote", env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    data = json.loads(made.stdout)["data"]
+    assert data["payload_url"] == f"{web.base}/v1/webhooks/github?repo=acme/remote"
+    rotated = run_cli(cairn_home, "--json", "webhook", "rotate", "acme/remote", "--grace", "0", env=env)
+    assert rotated.returncode == 0, rotated.stdout + rotated.stderr
+    assert json.loads(rotated.stdout)["data"]["previous_secret_valid_until"] is None  # grace 0: ended now
+    assert "acme/remote" in run_cli(cairn_home, "webhook", "list", env=env).stdout
+    assert run_cli(cairn_home, "webhook", "remove", "acme/remote", env=env).returncode == 0
+    assert "acme/remote" not in json.dumps(web.svc.webhook_list(web.alice_p))
+    reader = run_cli(cairn_home, "--json", "webhook", "add", "acme/r", env={**env, "CAIRN_TOKEN": web.reader})
+    assert reader.returncode == 1 and json.loads(reader.stdout)["reason"]["code"] == "FORBIDDEN"

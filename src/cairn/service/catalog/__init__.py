@@ -425,7 +425,7 @@ OPERATIONS: tuple[Operation, ...] = (
         http=Http("GET", "/v1/webhooks", "listWebhooks", _W),
     ),
     Operation(
-        "webhook_rotate", "admin", True, "WebhookRotate", "WebhookSecret", call="webhook_rotate",
+        "webhook_rotate", "admin", True, "WebhookRotate", "WebhookSecret", args=("repo",), call="webhook_rotate",
         doc="A new secret (in this response only); the previous one keeps verifying for ``grace``.",
         http=Http("POST", "/v1/webhooks/rotate", "rotateWebhookSecret", _W),
     ),

@@ -167,8 +167,35 @@ def app(fake: Fake) -> Starlette:
         fake.requests.append({"path": request.url.path, "body": body, "raw": raw, "headers": dict(request.headers)})
         return body
 
+    async def held(request: Request) -> bool:
+        """Hold a non-streamed answer until the gate opens; False (and ``cancelled``) if the client left."""
+        if fake.gate is None:
+            return True
+        fake.first_sent.set()
+        left = False
+        async with anyio.create_task_group() as tg:
+
+            async def wait() -> None:
+                await anyio.to_thread.run_sync(fake.gate.wait, 60, abandon_on_cancel=True)
+                tg.cancel_scope.cancel()
+
+            async def watch() -> None:
+                nonlocal left
+                while (await request.receive())["type"] != "http.disconnect":
+                    pass
+                left = True
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(wait)
+            tg.start_soon(watch)
+        if left:
+            fake.cancelled.set()
+        return not left
+
     async def chat(request: Request) -> Response:
         body = await record(request)
+        if not body.get("stream") and not await held(request):
+            return Response(status_code=499)
         if fake.mode == "error_status":
             error = {"error": {"message": "slow down", "type": "rate_limit", "code": "rate_limited"}}
             return JSONResponse(error, status_code=fake.status, headers={"x-request-id": "req-upstream-1"})

@@ -239,6 +239,27 @@ def test_anthropic_disconnect_cancels_the_upstream(gw: Rig) -> None:
     gate.set()
 
 
+def test_disconnect_cancels_a_non_streamed_upstream_request(gw: Rig) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    gate = threading.Event()
+    gw.fake.reset(gate=gate)
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    host = urlsplit(gw.base)
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host.netloc}\r\nAuthorization: Bearer {gw.alice}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((host.hostname, host.port)) as sock:
+        sock.sendall(head + body)
+        assert gw.fake.first_sent.wait(30)  # the upstream holds the answer
+    # The client is gone: the gateway closes its upstream request before the answer exists.
+    assert gw.fake.cancelled.wait(30), "the upstream kept working after the client left"
+    gate.set()
+    assert not gw.fake.finished.is_set()
+
+
 def test_error_mid_stream_reaches_the_sdks(gw: Rig) -> None:
     gw.fake.reset(mode="error_midstream")
     with pytest.raises(openai.APIError, match="upstream overloaded"):

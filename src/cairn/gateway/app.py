@@ -314,13 +314,15 @@ def router(gateway: Gateway) -> APIRouter:
             content=content,
         )
         try:
-            upstream = await client.send(outgoing, stream=True)
+            upstream = await _unless_gone(request, lambda: client.send(outgoing, stream=True))
         except Exception as exc:  # noqa: BLE001 - any transport failure is the same answer to the client
             log.warning("upstream unreachable: %s", type(exc).__name__)
             status = 502
             message = f"the upstream did not answer ({type(exc).__name__})"
             body = protocols.error_body(protocol, status, "UPSTREAM", message)
             return JSONResponse(body, status_code=status)
+        if upstream is None:  # the client went away before the answer began: nothing to relay or record
+            return Response(status_code=499)
         headers = _downstream_headers(upstream.headers)
         ok = upstream.status_code < 400 and record is not None
         if upstream.headers.get("content-type", "").startswith("text/event-stream"):
@@ -336,9 +338,12 @@ def router(gateway: Gateway) -> APIRouter:
                 background=BackgroundTask(streamed) if ok else None,
             )
         try:
-            payload = await upstream.aread()
+            payload = await _unless_gone(request, upstream.aread)
         finally:
-            await upstream.aclose()
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+        if payload is None:  # the client went away: the upstream request is closed, nothing is recorded
+            return Response(status_code=499)
         task = BackgroundTask(record, protocols.answer_text(protocol, payload)) if ok else None
         return Response(payload, status_code=upstream.status_code, headers=headers, background=task)
 
@@ -363,6 +368,27 @@ def router(gateway: Gateway) -> APIRouter:
         return await relay(request, protocol, None)
 
     return api
+
+
+async def _unless_gone(request: Request, work: Callable[[], Any]) -> Any:
+    """``await work()``, or None as soon as the client disconnects (``work`` is then cancelled: a
+    cancelled upstream call closes its connection, which is how the provider learns to stop)."""
+    result: dict[str, Any] = {}
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            result["value"] = await work()
+            tg.cancel_scope.cancel()
+
+        async def watch() -> None:
+            # The body was read already: the next message the server gives is the disconnect.
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(run)
+        tg.start_soon(watch)
+    return result.get("value")
 
 
 # What the relay keeps of a stream for the ledger (the answer's text is read from it afterwards).

@@ -22,9 +22,12 @@ from pathlib import Path
 import pysqlite3.dbapi2 as sqlite3
 import pytest
 
+from cairn.service.transfer import BATCH
 from tests.cli.conftest import Cli
 
-RECORDS = 12_000  # large enough that a kill lands mid-import at ~1,600 records/s
+# Thirteen of the import's batches: the six mid-write kills below each land in a transaction of its
+# own, two batches apart, and the restarts (each parses the whole file again) stay cheap.
+RECORDS = 13 * BATCH
 SEED = 20250131
 SCOPES = ["global", "project::shop", "repo::acme/widget", "repo::acme/gadget", "branch::acme/widget::main"]
 TOPICS = ["build", "tests", "deploy", "deps", "style", "db", "api", "ci"]
@@ -144,9 +147,11 @@ def test_kill_9_during_import_leaves_all_or_nothing(cli: Cli, tmp_path: Path) ->
     rnd = random.Random(SEED)
 
     # (lesson count to wait for, then a fraction of a batch's time): the first kill lands while
-    # the process starts, creates the schema or parses; the others while batches are written.
+    # the process starts, creates the schema or parses; the others while batches are written, from
+    # the first batch to the last but two. A target inside every other batch: the kill before it
+    # has left the count at most one batch further, so each run waits for a commit of its own.
     plan = [(None, rnd.uniform(0.3, 1.2))] + [
-        (target, rnd.random()) for target in sorted(rnd.sample(range(1, RECORDS - 3000), 6))
+        (BATCH * batch + rnd.randint(1, BATCH - 1), rnd.random()) for batch in range(0, 12, 2)
     ]
     interrupted = 0
     counts_after_kill: list[int] = []
@@ -185,7 +190,7 @@ def test_kill_9_during_import_leaves_all_or_nothing(cli: Cli, tmp_path: Path) ->
     assert done["created"] == RECORDS - counts_after_kill[-1]
     assert check_consistent(cli, records) == RECORDS
     assert _lesson_count(db) == RECORDS
-    assert len(cli.ok("list", "--limit", "10000")["lessons"]) == 10_000  # active, readable through the CLI
+    assert len(cli.ok("list", "--limit", str(RECORDS))["lessons"]) == RECORDS  # active, readable through the CLI
 
     # A second full import changes nothing, in any table.
     before = _table_counts(db)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cairn.cli import render
-from cairn.core.lesson import MAX_PAGE
+from cairn.core.lesson import MAX_PAGE, Mode, Outcome, Rel, TrustFilter, choices
 from cairn.errors import CairnError
 
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ def read(
 def list_(
     scope: Annotated[str | None, typer.Argument(help="Scope to list; omit for every scope")] = None,
     tag: Annotated[str | None, typer.Option(help="Only lessons with this tag")] = None,
-    trust: Annotated[str | None, typer.Option(help="candidate | verified")] = None,
+    trust: Annotated[str | None, typer.Option(help=choices(TrustFilter))] = None,
     archived: Annotated[bool, typer.Option("--archived", help="List archived lessons instead")] = False,
     limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 100,
     cursor: CursorOpt = None,
@@ -359,7 +359,7 @@ def tombstones(
 def feedback(
     scope: Scope,
     key: Key,
-    outcome: Annotated[str, typer.Argument(help="helped | not-helped")],
+    outcome: Annotated[str, typer.Argument(help=choices(Outcome))],
 ) -> None:
     """Record whether applying a lesson helped."""
     service, p = svc()
@@ -378,7 +378,7 @@ def link(
     key: Key,
     scope2: Annotated[str, typer.Argument(help="Scope of the other lesson")],
     key2: Annotated[str, typer.Argument(help="Key of the other lesson")],
-    rel: Annotated[str, typer.Option(help="related | contradicts | derived_from")] = "related",
+    rel: Annotated[str, typer.Option(help=choices(Rel))] = "related",
 ) -> None:
     """Link two lessons."""
     service, p = svc()
@@ -502,9 +502,9 @@ def search(
     branch: BranchOpt = None,
     project: ProjectOpt = None,
     tag: Annotated[str | None, typer.Option(help="Only lessons with this tag")] = None,
-    trust: Annotated[str | None, typer.Option(help="candidate | verified")] = None,
+    trust: Annotated[str | None, typer.Option(help=choices(TrustFilter))] = None,
     limit: Annotated[int, typer.Option(help="At most this many results (1-100)")] = 10,
-    mode: Annotated[str, typer.Option(help="hybrid | fts | vector")] = "hybrid",
+    mode: Annotated[str, typer.Option(help=choices(Mode))] = "hybrid",
 ) -> None:
     """Hybrid search (full text + meaning), ranked; with a repo/branch/project context it follows the ladder."""
     service, p = svc()

@@ -73,3 +73,8 @@ MAX_FIELD_CHARS = 500  # source_agent, trigger, author, url
 # One page of any listing (lessons, candidates, audit entries, tombstones, tokens, members), on every
 # surface: the service, the HTTP API, MCP and the remote client ask and answer the same page.
 MAX_PAGE = 10_000
+
+
+def choices(enum: object) -> str:
+    """An enum's values as a command's help shows them: ``candidate | verified``."""
+    return " | ".join(get_args(enum))

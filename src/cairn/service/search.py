@@ -60,10 +60,10 @@ from cairn.store.schema import (
 )
 
 ARM_DEPTH = 50  # candidates each arm contributes to fusion
-# The vector arm re-ranks this many nearest-by-sign-bits (per query view) by exact cosine on the ranking
-# index's float16 vectors. Sign bits alone are a coarse order (their recall of the exact top 20 is in
-# bench/README.md), so the re-rank goes deep; in memory that stays cheap.
-VECTOR_PREFILTER = 2000
+# The vector arm re-ranks this many nearest-by-sign-bits of each query view by exact cosine on the ranking
+# index's float16 vectors. Sign bits alone are a coarse order; how much of the exact top 20 this depth
+# holds, and what a deeper one costs, is measured in bench/README.md (vector arm).
+VECTOR_PREFILTER = 1000
 FTS_TERMS = 16  # the full-text arm's OR holds at most this many terms, rarest first...
 FTS_POSTINGS = 4000  # ...while their document counts sum under this many rows (each is scored)...
 DF_CAP = 2000  # ...and never a term this common when rarer ones exist (document counts stop here)
@@ -456,20 +456,27 @@ def _vector_arm(
     if not visible:
         return arm
     k = min(VECTOR_PREFILTER, visible)
-    if visible <= k:
-        near = np.nonzero(mask)[0]
-    else:
-        picks = []
-        for qvec in qvecs:
+    best: dict[int, float] = {}  # row -> best cosine over the views whose prefilter picked it
+    for view, qvec in enumerate(qvecs):
+        if visible <= k:
+            picked = np.nonzero(mask)[0]
+        else:
             qbits = np.frombuffer(signature(qvec), dtype=np.uint64)
             # Over every row, then the invisible ones pushed past the end: cheaper than copying the visible rows out.
             distance = np.bitwise_count(a.bits ^ qbits).sum(axis=1, dtype=np.int32)
             distance[~mask] = np.iinfo(np.int32).max
-            picks.append(np.argpartition(distance, k - 1)[:k])
-        near = np.unique(np.concatenate(picks))
-    sims = _exact(a.half[near], queries)
-    best = np.argsort(-sims, kind="stable")[: ARM_DEPTH * 2]
-    ranked = sorted(((int(a.ids[near[j]]), float(sims[j])) for j in best), key=lambda kv: (-kv[1], kv[0]))
+            picked = np.argpartition(distance, k - 1)[:k]
+        # Each view measures its own picks (half the work of every view measuring every pick)...
+        sims = a.half[picked].astype("<f4") @ queries[:, view]
+        top = np.argpartition(-sims, min(ARM_DEPTH * 2, len(sims)) - 1)[: ARM_DEPTH * 2]
+        for row, sim in zip(picked[top].tolist(), sims[top].tolist(), strict=True):
+            best[row] = max(best.get(row, -2.0), sim)
+    # ...and the finalists get the best over every view, exactly.
+    rows = np.fromiter(best, dtype=np.int64, count=len(best))
+    sims = _exact(a.half[rows], queries)
+    ranked = sorted(
+        ((int(a.ids[r]), float(c)) for r, c in zip(rows, sims, strict=True)), key=lambda kv: (-kv[1], kv[0])
+    )
     arm.nearest = ranked[:ARM_DEPTH]
     return arm
 

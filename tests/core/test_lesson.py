@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from cairn.core import lesson as L
-from cairn.core.principal import Principal
+from cairn.core.principal import LEVELS, TOKEN_STYLES, Principal
+from cairn.core.roles import ROLES
 from cairn.errors import CairnError
 from cairn.fields import TAG_PATTERN
 from cairn.service.api import Cairn
@@ -37,6 +38,11 @@ def _schema_of(op_name: str, field: str) -> dict[str, Any]:
         ("feedback", "outcome", L.OUTCOMES),
         ("link", "rel", L.USER_RELS),
         ("purge", "sweep", L.SWEEPS),
+        ("conversation_forget", "candidates", L.CANDIDATE_FATES),
+        ("org_invite", "role", ROLES),
+        ("member_role", "role", ROLES),
+        ("token_create", "perm", LEVELS),
+        ("token_create", "style", TOKEN_STYLES),
     ],
 )
 def test_every_surface_schema_offers_exactly_cores_enum(op_name: str, field: str, values: tuple[str, ...]) -> None:

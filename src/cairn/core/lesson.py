@@ -45,6 +45,10 @@ DEFAULT_MODE: Mode = "hybrid"
 Sweep = Literal["expired", "archived"]  # what purge erases
 SWEEPS: tuple[str, ...] = get_args(Sweep)
 
+# What forgetting a conversation does to the candidate lessons drawn from it.
+CandidateFate = Literal["archive", "purge"]
+CANDIDATE_FATES: tuple[str, ...] = get_args(CandidateFate)
+
 # -- fields --------------------------------------------------------------------------------------
 # The columns a mutation may change (everything but identity and bookkeeping).
 STATE_FIELDS = (

@@ -8,12 +8,17 @@ caller read another tenant by naming it). Scope patterns limit a principal to pa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from cairn.core.scope import scope_matches
 from cairn.errors import CairnError
 
-READ, WRITE, ADMIN = "read", "write", "admin"
-LEVELS = (READ, WRITE, ADMIN)  # cumulative: a write token may read, an admin token may write
+Level = Literal["read", "write", "admin"]  # cumulative: a write token may read, an admin token may write
+LEVELS: tuple[str, ...] = get_args(Level)
+READ, WRITE, ADMIN = LEVELS
+# How a token's secret is spelled: Cairn's own prefix, or LoreKit's (its CLI reads the level from it).
+TokenStyle = Literal["cairn", "lorekit"]
+TOKEN_STYLES: tuple[str, ...] = get_args(TokenStyle)
 LOCAL_TENANT = "local"
 LOCAL_USER = "local"  # the account of whoever runs Cairn with the database's own credentials
 MAX_TENANT_CHARS = 64

@@ -14,12 +14,14 @@ only decides which rows a tenant can reach, not who in it may do what.
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 
 from cairn.core.principal import ADMIN, LEVELS, READ, WRITE
 from cairn.errors import CairnError
 
-VIEWER, MEMBER, ADMIN_ROLE, OWNER = "viewer", "member", "admin", "owner"
-ROLES = (VIEWER, MEMBER, ADMIN_ROLE, OWNER)
+Role = Literal["viewer", "member", "admin", "owner"]
+ROLES: tuple[str, ...] = get_args(Role)
+VIEWER, MEMBER, ADMIN_ROLE, OWNER = ROLES
 ROLE_LEVEL = {VIEWER: READ, MEMBER: WRITE, ADMIN_ROLE: ADMIN, OWNER: ADMIN}
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,38}$")

@@ -39,7 +39,6 @@ TOKEN_PREFIX = "cairn_"  # noqa: S105 - a prefix, not a secret
 # for it (``token_create(style="lorekit")``) is spelled its way. Same random part, same hash at rest,
 # same lookup; the prefix only names the level (read: ro, write and admin: rw).
 LOREKIT_PREFIXES = {"read": "lk_ro_", "write": "lk_rw_", "admin": "lk_rw_"}
-TOKEN_STYLES = ("cairn", "lorekit")
 TOKEN_PREFIXES = (TOKEN_PREFIX, *sorted(set(LOREKIT_PREFIXES.values())))
 INVITE_PREFIX = "cairn-invite-"
 DEFAULT_TOKEN_TTL = "90d"  # noqa: S105 - a duration

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 from cairn.core import gateway as core
 from cairn.core.content import content_hash, content_identity
 from cairn.core.gateway import Attribution, memory_block
-from cairn.core.lesson import MAX_PAGE
+from cairn.core.lesson import CANDIDATE_FATES, MAX_PAGE
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 # The end of a long user turn holds the failure (recall reads at most this much itself).
 RECALL_TEXT_MAX = 8000
 MAX_MESSAGE_CHARS = 256 * 1024  # a message's recorded text; beyond it the end is kept (errors end there)
-CANDIDATE_CHOICES = ("archive", "purge")
 FORGET_ACTION = "conversation-forget"
 GUARD_ACTION = "gateway-guard"
 
@@ -284,7 +283,7 @@ class Conversations:
         are left alone; their link to the forgotten turns goes.
         """
         principal.require(WRITE)
-        if candidates not in CANDIDATE_CHOICES:
+        if candidates not in CANDIDATE_FATES:
             raise CairnError("INVALID_INPUT", f"candidates must be archive or purge; got {candidates!r}")
         if everything:
             if conversation_id is not None or turn is not None or message is not None:

@@ -12,7 +12,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from cairn.core import roles
-from cairn.core.principal import Principal
+from cairn.core.principal import TOKEN_STYLES, Principal
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service import audit
@@ -20,7 +20,6 @@ from cairn.service.accounts import (
     DEFAULT_TOKEN_TTL,
     LOREKIT_PREFIXES,
     TOKEN_PREFIX,
-    TOKEN_STYLES,
     account_level,
     check_page_limit,
     check_patterns,

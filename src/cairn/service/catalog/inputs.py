@@ -11,13 +11,13 @@ checked by ``validate_scope``, which answers with the corrected form).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from cairn.core.lesson import MAX_PAGE, Kind, Mode, Outcome, Rel, Sweep, TrustFilter
-from cairn.core.principal import LEVELS
-from cairn.core.roles import NAME_RE, ROLES
+from cairn.core.lesson import MAX_PAGE, CandidateFate, Kind, Mode, Outcome, Rel, Sweep, TrustFilter
+from cairn.core.principal import Level, TokenStyle
+from cairn.core.roles import NAME_RE, Role
 from cairn.fields import NO_NUL, Branch, Cursor, Duration, Key, Project, Repo, Scope, Tag, Value
 
 ORG_PATTERN = NAME_RE.pattern  # shown and enforced: the same rule as check_name's
@@ -27,7 +27,6 @@ RowId = Annotated[int, Field(ge=1, le=2**62)]
 Reason = Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=NO_NUL)]
 Note = Annotated[str, Field(max_length=500, json_schema_extra=NO_NUL)]
 # The enums are core's (``core/lesson.py``, ``core/roles.py``, ``core/principal.py``), never re-typed here.
-Role = Literal[ROLES]  # type: ignore[valid-type]
 Trust = TrustFilter
 # One page of any listing, the same on every surface and in the service.
 PageLimit = Annotated[int, Field(ge=1, le=MAX_PAGE)]
@@ -191,14 +190,12 @@ class ImportBody(Strict):
 
 # -- tokens -----------------------------------------------------------------------------------------
 class TokenBody(Strict):
-    perm: Literal[LEVELS] = "read"  # type: ignore[valid-type]
+    perm: Level = "read"
     scope_patterns: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=32)
     org: Annotated[str, Field(max_length=39, pattern=ORG_PATTERN)] | None = None
     expires: Annotated[str, Field(max_length=20, examples=["90d", "never"])] = "90d"
     name: Annotated[str, Field(max_length=100)] | None = None
-    style: Literal["cairn", "lorekit"] = Field(
-        "cairn", description="lorekit: spelled lk_rw_…/lk_ro_… for LoreKit's CLI"
-    )
+    style: TokenStyle = Field("cairn", description="lorekit: spelled lk_rw_…/lk_ro_… for LoreKit's CLI")
 
 
 class TokenListQuery(Params):
@@ -273,7 +270,7 @@ class ConversationForgetBody(Strict):
     turn: Annotated[int, Field(ge=1, le=2**31)] | None = None
     message: RowId | None = None
     all: bool = False
-    candidates: Literal["archive", "purge"] = "archive"
+    candidates: CandidateFate = "archive"
 
 
 # -- webhooks ---------------------------------------------------------------------------------------

@@ -240,3 +240,18 @@ def test_malformed_bodies_and_unknown_paths(lk: LoreKitServer) -> None:
     assert r.status == 404 and r.body["code"] == "not_found"
     r = lk.http("PUT", "/memories", {"x": 1}, token=lk.alice)
     assert r.status == 405 and r.body["code"] == "method_not_allowed"
+
+
+def test_a_store_at_its_limit_answers_lorekits_429(lk: LoreKitServer) -> None:
+    from cairn.runtime.local import local_principal
+
+    operator = local_principal()
+    bob = lk.svc.resolve_token(lk.bob)
+    lk.svc.limits_set(operator, bob.tenant_id, max_lessons=1)
+    try:
+        assert write(lk, "project::capped", "first", "the one lesson this store may hold", token=lk.bob).status == 201
+        r = write(lk, "project::capped", "second", "one lesson too many", token=lk.bob)
+        assert r.status == 429 and r.body["code"] == "memory_cap" and r.body["retryAfterSeconds"] == 60
+        assert read(lk, "project::capped", "second", token=lk.bob) == []
+    finally:
+        lk.svc.limits_set(operator, bob.tenant_id, max_lessons=0)

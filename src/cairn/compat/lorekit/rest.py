@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from cairn.compat.lorekit import rpc
-from cairn.compat.lorekit.ops import LoreKit, LoreKitError, bad
+from cairn.compat.lorekit.ops import LoreKit, LoreKitError, bad, from_cairn
 from cairn.core.jsonin import loads
 from cairn.errors import CairnError
 from cairn.service.api import Cairn
@@ -81,8 +81,6 @@ def create_lorekit_app(svc: Cairn) -> Starlette:
             except LoreKitError as exc:
                 return error_response(exc)
             except CairnError as exc:  # a rule the operation did not translate itself
-                from cairn.compat.lorekit.ops import from_cairn
-
                 return error_response(from_cairn(exc))
 
         return handle

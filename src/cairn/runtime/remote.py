@@ -156,8 +156,9 @@ class RemoteCairn:
     """The ``Cairn`` facade over HTTP. The ``principal`` argument is ignored: the token is the caller.
 
     Most methods are derived from the catalogue (:func:`_derived`, installed below the class); the
-    ones written here do more than map arguments to a request: shape an answer, stream, send a
-    file, or refuse what only the server's host may do.
+    ones written here do more than place arguments in a request: name supersede's target, turn
+    purge's flags into its sweep or verify's ``full`` into ``fast``, leave the caller's settings out
+    of ``context``, stream the export, send the import file, or refuse what only the server's host may do.
     """
 
     def __init__(self, url: str, token: str | None, session: str | None = None) -> None:
@@ -180,11 +181,6 @@ class RemoteCairn:
         old = {"old_scope": supersedes[0], "old_key": supersedes[1]} if supersedes else {}
         return self.http.call("POST", _path("supersede"), body=_body(scope=scope, key=key, value=value, **old, **opts))
 
-    def list(self, _p: Any, scope: str | None = None, *, limit: int = 100, **filters: Any) -> dict[str, Any]:
-        out = self.http.call("GET", _path("list"), query={"scope": scope, **filters, "limit": limit})
-        out["truncated"] = out["next_cursor"] is not None
-        return out
-
     def purge(
         self, _p: Any, *, expired: bool = False, archived: bool = False, older_than: timedelta | None = None
     ) -> dict[str, Any]:
@@ -200,9 +196,6 @@ class RemoteCairn:
         return self.http.call("POST", _path("context"), body=_body(**opts))
 
     # -- audit, transfer ---------------------------------------------------------------------------
-    def audit(self, _p: Any, *, limit: int = 200, **filters: Any) -> dict[str, Any]:
-        return self.http.call("GET", _path("audit"), query={**filters, "limit": limit})
-
     def audit_verify(self, _p: Any, *, full: bool = True) -> dict[str, Any]:
         return self.http.call("GET", _path("audit_verify"), query={"fast": True} if not full else None)
 

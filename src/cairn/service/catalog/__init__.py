@@ -74,7 +74,6 @@ class Operation(NamedTuple):
     args: tuple[str, ...] = ()  # input fields the facade takes positionally, in its order
     rename: Mapping[str, str] = NONE  # input field -> the facade's keyword
     call: str | None = None  # a function in ``catalog.calls`` when the fields do not map one-to-one
-    page: str | None = None  # the list field of a paged answer (``next_cursor`` continues it)
     http: Http | None = None
     mcp: Tool | None = None
     remote: bool = True  # the remote client derives a method (False: written by hand there)
@@ -128,7 +127,7 @@ OPERATIONS: tuple[Operation, ...] = (
         mcp=Tool("read", "Read one lesson by scope and key.", fields=ADDRESS),
     ),
     Operation(
-        "list", "read", False, "ListQuery", "LessonPage", args=("scope",), page="lessons", remote=False,
+        "list", "read", False, "ListQuery", "LessonPage", args=("scope",),
         doc="Active lessons (or archived ones), newest first; ``next_cursor`` fetches the next page.",
         http=Http("GET", "/v1/lessons", "listLessons", _L),
         mcp=Tool(
@@ -193,7 +192,7 @@ OPERATIONS: tuple[Operation, ...] = (
         http=Http("POST", "/v1/purge", "purgeLessons", _L),
     ),
     Operation(
-        "tombstones", "read", False, "TombstonesQuery", "TombstonePage", page="tombstones",
+        "tombstones", "read", False, "TombstonesQuery", "TombstonePage",
         doc="Forgotten content (tombstones), newest first.",
         http=Http("GET", "/v1/tombstones", "listTombstones", _L),
     ),
@@ -260,7 +259,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- review -----------------------------------------------------------------------------------
     Operation(
-        "review_queue", "read", False, "ReviewQuery", "ReviewQueue", page="candidates",
+        "review_queue", "read", False, "ReviewQuery", "ReviewQueue",
         doc="Candidates awaiting review, oldest first.",
         http=Http("GET", "/v1/review", "listReviewQueue", _V),
         mcp=Tool(
@@ -281,7 +280,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- audit ------------------------------------------------------------------------------------
     Operation(
-        "audit", "read", False, "AuditQuery", "AuditPage", remote=False,
+        "audit", "read", False, "AuditQuery", "AuditPage",
         doc="The newest entries, oldest first within a page; ``next_cursor`` pages back in time.",
         http=Http("GET", "/v1/audit", "listAuditEntries", "audit"),
     ),
@@ -317,7 +316,7 @@ OPERATIONS: tuple[Operation, ...] = (
         http=Http("POST", "/v1/tokens", "createToken", _A),
     ),
     Operation(
-        "token_list", "account", False, "TokenListQuery", "TokenPage", args=("org",), page="tokens",
+        "token_list", "account", False, "TokenListQuery", "TokenPage", args=("org",),
         doc="Your own tokens; with ``org``, every token of the org (its admins and owners).",
         http=Http("GET", "/v1/tokens", "listTokens", _A),
     ),
@@ -365,7 +364,7 @@ OPERATIONS: tuple[Operation, ...] = (
         http=Http("POST", "/v1/invites/accept", "acceptInvite", _O),
     ),
     Operation(
-        "org_members", "account", False, "MembersQuery", "MemberPage", args=("org",), page="members",
+        "org_members", "account", False, "MembersQuery", "MemberPage", args=("org",),
         http=Http("GET", "/v1/orgs/{org}/members", "listMembers", _O),
     ),
     Operation(

@@ -904,8 +904,8 @@ def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[s
     from cairn.core.content import content_hash, validate_value
     from cairn.core.timeparse import utcnow
     from cairn.service import audit, indexing, mutate, state_proof
-    from cairn.service.lessons import normalize_tags
     from cairn.service.records import status
+    from cairn.service.write_input import normalize_tags
     from cairn.store import search_index as ix
 
     def ts(v: str | None) -> datetime | None:

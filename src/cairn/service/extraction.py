@@ -34,8 +34,8 @@ from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service import audit, epoch
 from cairn.service.conversations import GUARD_ACTION
-from cairn.service.lessons import make_write
 from cairn.service.records import fetch
+from cairn.service.write_input import make_write
 from cairn.store.schema import conversation_lessons, conversation_messages, conversation_turns, conversations
 
 if TYPE_CHECKING:

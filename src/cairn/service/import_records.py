@@ -23,8 +23,8 @@ from cairn.core.scope import validate_scope
 from cairn.core.timeparse import parse_time
 from cairn.errors import CairnError
 from cairn.service.export import FORMAT, FORMAT_VERSION
-from cairn.service.lessons import make_write
 from cairn.service.tombstones import MAX_REASON
+from cairn.service.write_input import make_write
 
 MAX_CLAIMED = 8192  # what an earlier import recorded as claims: a dozen short fields, nested once
 

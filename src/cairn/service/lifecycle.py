@@ -15,11 +15,12 @@ from cairn.core.principal import WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
-from cairn.service.lessons import Lessons, make_write
+from cairn.service.lessons import Lessons
 from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch, public, status
 from cairn.service.tombstones import check_tombstones
 from cairn.service.tx import write_tx
+from cairn.service.write_input import make_write
 from cairn.store.engine import Store
 from cairn.store.schema import lessons, links
 

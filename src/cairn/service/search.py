@@ -48,10 +48,10 @@ from cairn.errors import CairnError
 from cairn.search import ranker
 from cairn.search.embed import signature
 from cairn.service.embeddings import Embeddings
-from cairn.service.lessons import normalize_tags
 from cairn.service.rank_index import RankIndex, RankIndexes
 from cairn.service.records import active_clause, public
 from cairn.service.tx import read_tx
+from cairn.service.write_input import normalize_tags
 from cairn.store import search_index as ix
 from cairn.store.engine import Store
 from cairn.store.schema import (

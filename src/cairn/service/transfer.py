@@ -30,11 +30,12 @@ from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import audit, indexing, limits, state_proof
 from cairn.service.import_records import parse_all, values_of
-from cairn.service.lessons import Lessons, WriteInput
+from cairn.service.lessons import Lessons
 from cairn.service.mutate import Change, apply, apply_many, replay
 from cairn.service.records import fetch
 from cairn.service.tombstones import check_tombstones, forgotten_identity
 from cairn.service.tx import write_tx
+from cairn.service.write_input import WriteInput
 from cairn.store.engine import Store
 from cairn.store.schema import lessons, links, tombstones
 

@@ -386,7 +386,7 @@ class Webhooks:
         self, conn: Connection, tenant: str, name: str, webhook_id: int, delivery: str, f: gh.Finding, now: Any
     ) -> tuple[str, dict[str, Any]]:
         """The finding through the one write path, as a candidate in ``repo::name``, with its provenance."""
-        from cairn.service.lessons import make_write
+        from cairn.service.write_input import make_write
 
         author = Principal(
             tenant_id=tenant,

@@ -31,7 +31,7 @@ from cairn.core.keys import normalize_key
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, parse_time
 from cairn.errors import CairnError
-from cairn.service.lessons import normalize_tags
+from cairn.service.write_input import normalize_tags
 
 if TYPE_CHECKING:
     from cairn.core.principal import Principal

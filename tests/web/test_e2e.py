@@ -305,7 +305,9 @@ def test_every_control_is_labelled_and_every_header_cell_scoped(page_for: Any, s
       return bad;
     }"""
     paths = ["/ui/lessons", "/ui/review", lesson_path(W, "docker-cache", v1=1, v2=2), "/ui/archive", "/ui/expired",
-             "/ui/tombstones", "/ui/scopes", "/ui/audit", "/ui/tokens", "/ui/orgs"]  # fmt: skip
+             "/ui/tombstones", "/ui/scopes", "/ui/audit", "/ui/tokens", "/ui/orgs", "/ui/webhooks"]  # fmt: skip
+    if not seeded.web.svc.webhook_list(seeded.web.alice_p)["webhooks"]:  # a row, so its controls are checked too
+        seeded.web.svc.webhook_add(seeded.web.alice_p, "acme/a11y")
     for path in paths:
         response = page.goto(path)
         assert response.status == 200, path

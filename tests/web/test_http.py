@@ -18,7 +18,7 @@ from cairn.core.timeparse import FAKE_NOW_ENV, format_time, utcnow
 from cairn.errors import CairnError
 from tests.web.conftest import XSS, Client, Web, csrf_of
 
-TABS = ("lessons", "review", "archive", "expired", "tombstones", "scopes", "audit", "tokens", "orgs")
+TABS = ("lessons", "review", "archive", "expired", "tombstones", "scopes", "audit", "tokens", "orgs", "webhooks")
 
 
 def lesson_url(scope: str, key: str, **extra: Any) -> str:

@@ -4,7 +4,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-# Test workers: one per core; each file's tests stay on one worker (module fixtures start servers).
+# Test workers: one per core; each file's tests stay on one worker (module fixtures start servers),
+# and files go out in the suite's order: the slow ones first (tests/conftest.py).
 TEST_JOBS ?= auto
 
 .PHONY: setup lock run demo test lint screenshots bench bench-daemon bench-all bench-context bench-store bench-embed bench-search bench-backends bench-api eval clean
@@ -39,7 +40,7 @@ demo: run
 test: setup
 	bash scripts/setup_browser.sh
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
 	$(BIN)/ruff check .

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 from cairn.core.principal import Principal
@@ -35,8 +36,34 @@ ROOT = Path(__file__).resolve().parents[1]
 # a test that finds no daemon would otherwise leave one behind per test home. Every run_cli and
 # subprocess environment copies this from os.environ.
 os.environ["CAIRN_SERVE_AUTO_START"] = "0"
+
+# Property tests without hypothesis' 200 ms deadline per example: on a shared, loaded machine one
+# example can take longer, and a timing threshold in a unit test fails for the machine, not the code.
+hypothesis.settings.register_profile("cairn", deadline=None)
+hypothesis.settings.load_profile("cairn")
 BACKENDS = ("sqlite", "postgres")
 PG_TEMPLATE = "cairn_migrated"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with a ``slow`` test first, then the files with the most tests; each file's tests stay
+    together and in order.
+
+    ``make test`` hands whole files to its workers in this order (``--dist loadfile
+    --no-loadscope-reorder``). xdist's own order, most tests first, put the slowest files (one long
+    test each: the kill -9 loop, the concurrency races, the fuzzing, the README) last, where one
+    worker ran them alone while the other had finished.
+    """
+    by_file: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(item.path, []).append(item)
+
+    def order(path: Path) -> tuple[bool, int]:
+        tests = by_file[path]
+        return (not any(t.get_closest_marker("slow") for t in tests), -len(tests))
+
+    items[:] = [item for path in sorted(by_file, key=order) for item in by_file[path]]
 
 
 @pytest.fixture(scope="session")

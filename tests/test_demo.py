@@ -15,8 +15,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.web.conftest import Client, csrf_of
+
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
 
 
 def _free_port() -> int:

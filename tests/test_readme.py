@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip\b.*?-->")

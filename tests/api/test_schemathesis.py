@@ -30,6 +30,8 @@ from schemathesis import GenerationMode
 
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
+
 EXAMPLES = 6  # per operation and generation mode
 # 413 is how the server refuses a body or value over its size: a refusal of invalid data, and for a
 # valid-looking value over 64 KiB of UTF-8 the one rule JSON Schema cannot state (maxLength counts

@@ -26,6 +26,8 @@ import pytest
 from tests.conftest import run_cli, run_cli_process
 from tests.daemon.test_daemon import _env, start_daemon, stop_daemon
 
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
+
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
 HEX = re.compile(r"\b[0-9a-f]{32,64}\b")
 SECRET = re.compile(r"cairn_[A-Za-z0-9_\-]{20,}")

@@ -5,7 +5,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.compat.gateway_helpers import Result, disagreements, run
+
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
 
 WRITERS = 8
 EACH = 4

@@ -17,6 +17,8 @@ import pytest
 
 from tests.compat.gateway_helpers import COMMAND, Result, disagreements, live_files
 
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
+
 GW = Callable[..., Result]
 
 SETUP = {

@@ -25,6 +25,8 @@ from cairn.daemon import protocol
 from cairn.runtime.client import ask_daemon
 from tests.conftest import run_cli_process
 
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
+
 PING = {"v": protocol.PROTOCOL, "op": "ping", "params": {}}
 
 

@@ -25,6 +25,8 @@ from cairn.runtime.settings import SPECS
 from tests.conftest import run_cli_process
 from tests.daemon.test_daemon import PING, start_daemon, stop_daemon
 
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
+
 EMBED = {"CAIRN_EMBED_MODEL": "hash-test-64"}
 IN_PROCESS = {**EMBED, "CAIRN_NO_DAEMON": "1"}
 FORWARD = {**EMBED, "CAIRN_NO_DAEMON": ""}  # the suite's environment may carry it; empty is off

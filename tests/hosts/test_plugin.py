@@ -32,6 +32,8 @@ from cairn.hosts.install import install
 from tests.conftest import ROOT
 from tests.hosts.conftest import FROB_FAILURE, LESSONS, Runner
 
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
+
 # The plugin has a directory of its own: installing a plugin copies its whole directory, and the
 # repository root of a checkout holds a virtualenv.
 PLUGIN = ROOT / "plugins" / "cairn"

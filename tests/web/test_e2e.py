@@ -20,6 +20,8 @@ import pytest
 from cairn.errors import CairnError
 from tests.web.conftest import XSS, Web
 
+pytestmark = pytest.mark.slow  # scheduled first (tests/conftest.py)
+
 W = "repo::acme/widget"
 BULK = "repo::acme/bulk"
 DESKTOP = {"width": 1280, "height": 860}

@@ -257,6 +257,13 @@ def test_an_outside_authors_lesson_is_never_promoted_by_recurrence(served: Serve
     assert lesson["provenance"]["outside"] is True
     block = served.svc.context(served.alice, repo=A)["text"]
     assert "outside author, from @stranger on PR #80" in block
+    # Recall names it the same way, inside its fence (full-text arm: no model in this process).
+    recalled = served.svc.recall(served.alice, "quote the shell variable install script paths with spaces",
+                                 repo=A, floor=0.0, mode="fts")  # fmt: skip
+    hit = next(h for h in recalled["lessons"] if h["key"] == key)
+    assert hit["provenance"] == "outside author, from @stranger on PR #80"
+    fenced = recalled["text"].split("<<<", 1)[1]
+    assert "[outside author, from @stranger on PR #80]" in fenced
     # A person verifies it (the only way up).
     assert served.svc.verify(served.alice, f"repo::{A}", key)["lesson"]["trust"] == "verified"
 

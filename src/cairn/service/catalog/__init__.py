@@ -12,9 +12,9 @@ path), the MCP tool, the remote client's method. The surfaces are derived from t
   signature, mapping a call to the route's request.
 
 This module is standard library only (named tuples, not dataclasses, which import ``inspect``):
-the remote client reads it on the hooks' cold path. The
-models are named here and live in ``inputs.py`` (what a caller sends) and ``outputs.py`` (what the
-service answers); :func:`input_model` / :func:`output_model` load them when a surface is built.
+the remote client reads it on the hooks' cold path. The models are named here and live in
+``inputs.py`` (what a caller sends) and ``outputs.py`` / ``account_outputs.py`` (what the service
+answers); :func:`input_model` / :func:`output_model` load them when a surface is built.
 
 Adding an operation: write the service method, declare it below (and its input model in
 ``inputs.py``, its answer in ``outputs.py`` when new), and add a CLI command if people type it.
@@ -98,9 +98,9 @@ def input_model(op: Operation) -> Any:
 
 
 def output_model(op: Operation) -> Any:
-    from cairn.service.catalog import outputs
+    from cairn.service.catalog import account_outputs, outputs
 
-    return getattr(outputs, op.output)
+    return getattr(outputs, op.output, None) or getattr(account_outputs, op.output)
 
 
 ADDRESS = ("scope", "key")

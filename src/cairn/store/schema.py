@@ -162,6 +162,8 @@ lessons = Table(
     Index("ix_lessons_tenant_updated", "tenant_id", "updated_at", "id"),  # list's order (migration 0007)
     Index("ix_lessons_tenant_expires", "tenant_id", "expires_at"),
     Index("ix_lessons_tenant_archived", "tenant_id", "archived_at"),
+    # Every column the scope map groups and counts by, so it never reads a row (migration 0010).
+    Index("ix_lessons_tenant_scope_state", "tenant_id", "scope", "trust", "archived_at", "superseded_by", "expires_at"),
 )
 
 lesson_versions = Table(

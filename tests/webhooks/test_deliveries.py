@@ -314,3 +314,21 @@ def test_a_delivery_that_cannot_be_stored_answers_503_and_its_retry_lands(served
         served.svc.limits_set(operator, "bob", max_lessons=0)  # 0 removes the override
     retried = served.post(f"{PATH}?repo=bob/tools", body, headers)
     assert retried.status == 200 and retried.body["outcome"] == "created"
+
+
+def test_two_tenants_registering_one_repository_each_get_only_what_their_secret_signed(served: Served) -> None:
+    shared = "shared/lib"
+    a_secret = served.svc.webhook_add(served.alice, shared)["secret"]
+    b_secret = served.svc.webhook_add(served.bob, shared)["secret"]
+    text = "Validate the version header before dispatching, or old clients crash the parser."
+    landed = served.deliver(shared, "pull_request_review_comment", gh.pull_request_review_comment(shared, 5, text),
+                            secret=b_secret)  # fmt: skip
+    assert landed.body["outcome"] == "created"
+    assert [x["value"] for x in served.svc.list(served.bob, f"repo::{shared}")["lessons"]] == [text]
+    assert served.svc.list(served.alice, f"repo::{shared}")["lessons"] == []
+    other = "Close the pool on shutdown; idle connections keep the process alive for minutes."
+    served.deliver(
+        shared, "pull_request_review_comment", gh.pull_request_review_comment(shared, 6, other), secret=a_secret
+    )
+    assert [x["value"] for x in served.svc.list(served.alice, f"repo::{shared}")["lessons"]] == [other]
+    assert len(served.svc.list(served.bob, f"repo::{shared}")["lessons"]) == 1

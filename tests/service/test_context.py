@@ -549,11 +549,11 @@ def test_vectors_drained_by_another_process_reach_a_warm_index(
     assert svc.drain_embeddings(me) == 4
     svc.write(me, G, "retry-budget", "Cap outbound retries with a retry budget per client")
     ctx(svc, me, branch="main")  # warm: the new lesson has no vector yet
-    assert not svc._rank_index(me.tenant_id).arrays.has_vec.all()
+    assert not svc.caches.ranks.get(me.tenant_id).arrays.has_vec.all()
     assert other_process.drain_embeddings(me) == 1
     task = "outbound retries"
     data = ctx(svc, me, branch="main", task=task)
-    assert svc._rank_index(me.tenant_id).arrays.has_vec.all(), "the warm index never saw the drained vector"
+    assert svc.caches.ranks.get(me.tenant_id).arrays.has_vec.all(), "the warm index never saw the drained vector"
     assert {k for _, k in addrs(data)[:2]} == {"http-retries", "retry-budget"}
     assert all(lesson["factors"]["relevance"] > 0 for lesson in data["lessons"][:2])
     other_process.forget(me, G, "retry-budget", "wrong")
@@ -789,11 +789,11 @@ def test_a_server_keeps_ranking_indexes_for_a_bounded_number_of_tenants(svc: Cai
         svc.ensure_tenant(p)
         svc.write(p, "repo::acme/api", "marker", f"Tenant {p.tenant_id} keeps its own lesson.")
     blocks = {p.tenant_id: svc.context(p, repo="acme/api")["text"] for p in tenants}
-    assert list(svc._rank_indexes) == ["t1", "t2"]  # t0 was least recently used
+    assert list(svc.caches.ranks.cache) == ["t1", "t2"]  # t0 was least recently used
     for p in tenants:  # evicted or not, every tenant gets its own lessons and only those
         assert f"Tenant {p.tenant_id} keeps" in blocks[p.tenant_id]
         assert all(f"Tenant {o.tenant_id}" not in blocks[p.tenant_id] for o in tenants if o is not p)
     svc.write(tenants[0], "repo::acme/api", "second", "Tenant t0 learned a second thing.")
     again = svc.context(tenants[0], repo="acme/api")["text"]  # rebuilt from the store
     assert "second thing" in again and "Tenant t1" not in again
-    assert list(svc._rank_indexes) == ["t2", "t0"]
+    assert list(svc.caches.ranks.cache) == ["t2", "t0"]

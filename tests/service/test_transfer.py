@@ -411,3 +411,52 @@ def test_an_exported_lesson_whose_content_was_forgotten_here_is_refused(svc: Cai
         out = target.import_lines(me, svc.export(me), restore=restore)
         assert [r["code"] for r in out["refused"]] == ["TOMBSTONED"]
         assert snapshot(second_store) == before
+
+
+def test_a_restore_batch_creates_the_new_lessons_in_file_order_and_sends_the_rest_down_the_general_path(
+    svc: Cairn, me, second_store
+) -> None:
+    """New lessons are written together; a held address, a forgotten content and a rejected lesson
+    are each answered as one at a time would answer them, and the ledger proves every row."""
+    for key, value in (("one", "First."), ("held", "Held here."), ("two", "Second."), ("gone", "Forgotten text.")):
+        svc.write(me, S, key, value, tags=["ci"])
+    svc.write(me, S, "bad", "Rejected advice.")
+    svc.forget(me, S, "bad", "wrong")
+    svc.write(me, S, "three", "Third.")
+    lines = list(svc.export(me, active_only=False))
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    held = [ln for ln in lines if json.loads(ln).get("key") == "held"]
+    target.import_lines(me, [lines[0], *held], restore=True)
+    target.write(me, "global", "x", "Forgotten text.")
+    target.forget(me, "global", "x", "forgotten here")
+    out = target.import_lines(me, lines, restore=True)
+    assert (out["created"], out["unchanged"]) == (4, 1)  # one, two, bad (rejected, as restored), three
+    assert [(r["code"], "Forgotten" in r["message"] or "tombstone" in r["message"]) for r in out["refused"]] == [
+        ("TOMBSTONED", True)
+    ]
+    refused("NOT_FOUND", target.read, me, S, "gone")
+    created = rows(second_store, "SELECT key FROM audit_log WHERE action = 'import' ORDER BY seq")
+    assert [r["key"] for r in created] == ["held", "one", "two", "bad", "three"]
+    assert target.history(me, S, "two") == svc.history(me, S, "two")
+    assert target.audit_verify(me)["ok"] is True
+    assert target.import_lines(me, lines, restore=True)["created"] == 0
+
+
+def test_a_tombstone_record_refuses_a_lesson_after_it_in_the_same_batch(svc: Cairn, me, second_store) -> None:
+    from cairn.core.content import content_hash, content_identity
+
+    svc.write(me, S, "k", "Pin the compiler to version 12.")
+    header, lesson = list(svc.export(me))[:2]
+    text = "Pin the compiler to version 12."
+    tomb = {
+        "type": "tombstone", "content_hash": content_hash(text), "identity": content_identity(text),
+        "scope": "global", "key": "elsewhere", "reason": "wrong", "created_at": "2025-01-01T00:00:00Z",
+        "created_by": "someone", "lifted_at": None, "lifted_by": None, "lift_reason": None,
+    }  # fmt: skip
+    target = Cairn(second_store)
+    target.ensure_tenant(me)
+    out = target.import_lines(me, [header, json.dumps(tomb), lesson], restore=True)
+    assert out["tombstones"] == 1 and out["created"] == 0
+    assert [r["code"] for r in out["refused"]] == ["TOMBSTONED"]
+    assert rows(second_store, "SELECT key FROM lessons") == []

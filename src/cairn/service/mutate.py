@@ -150,16 +150,6 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
     return rows
 
 
-def _sync_tags(conn: Connection, principal: Principal, lesson_id: int, tags: list[str], fresh: bool) -> None:
-    if not fresh:
-        conn.execute(_DELETE_TAGS, {"b_tenant": principal.tenant_id, "b_id": lesson_id})
-    if tags:
-        conn.execute(
-            _INSERT_TAGS,
-            [{"tenant_id": principal.tenant_id, "lesson_id": lesson_id, "tag": t} for t in tags],
-        )
-
-
 def replay(
     conn: Connection,
     principal: Principal,
@@ -173,52 +163,86 @@ def replay(
     ``restore``, records that they arrived and that they were granted as written, because the audit
     is this store's ledger, not the exporter's.
     """
-    last = versions[-1]
-    values = {k: last.get(k) for k in STATE_FIELDS if k in last}
-    values.update(
-        scope=lesson["scope"],
-        key=lesson["key"],
-        origin=lesson["origin"],
-        author=lesson.get("author"),
-        url=lesson.get("url"),
-        archived_at=lesson.get("archived_at"),
-        superseded_by=None,
-        claimed=lesson.get("claimed"),
-        tenant_id=principal.tenant_id,
-        version=last["version"],
-        created_at=lesson["created_at"],
-        created_by=lesson["created_by"],
-        updated_at=last["recorded_at"],
-        updated_by=last["actor"],
-    )
-    lesson_id = conn.execute(insert(lessons).values(**values)).inserted_primary_key[0]
-    row = {"id": lesson_id, **values}
+    return replay_many(conn, principal, [(lesson, versions)], now)[0]
+
+
+def replay_many(
+    conn: Connection,
+    principal: Principal,
+    items: list[tuple[dict[str, Any], list[dict[str, Any]]]],
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """``replay`` for several new lessons at once: the same rows, each statement once per call.
+
+    A restore import of a large store (``cairn import --from lorekit``) creates hundreds of lessons
+    per transaction; one statement per table per batch instead of per lesson is most of its time.
+    The ledger's state hashes are still read back from what the database stored (``read_back_many``),
+    as the values come from a file. Callers pass only lessons whose address is free.
+    """
+    tenant = principal.tenant_id
+    rows: list[dict[str, Any]] = []
+    for lesson, versions in items:
+        last = versions[-1]
+        values = {k: last.get(k) for k in STATE_FIELDS}
+        values.update(
+            scope=lesson["scope"],
+            key=lesson["key"],
+            origin=lesson["origin"],
+            author=lesson.get("author"),
+            url=lesson.get("url"),
+            archived_at=lesson.get("archived_at"),
+            superseded_by=None,
+            claimed=lesson.get("claimed"),
+            tenant_id=tenant,
+            version=last["version"],
+            created_at=lesson["created_at"],
+            created_by=lesson["created_by"],
+            updated_at=last["recorded_at"],
+            updated_by=last["actor"],
+        )
+        rows.append(values)
+    if len(rows) == 1:
+        ids = [conn.execute(_INSERT_LESSON, rows[0]).inserted_primary_key[0]]
+    else:
+        ids = [r[0] for r in conn.execute(_INSERT_LESSON_RETURNING, rows)]
+    rows = [{"id": lesson_id, **values} for lesson_id, values in zip(ids, rows, strict=True)]
     conn.execute(
-        insert(lesson_versions),
+        _INSERT_VERSION,
         [
             {
-                "tenant_id": principal.tenant_id,
-                "lesson_id": lesson_id,
-                "scope": lesson["scope"],
-                "key": lesson["key"],
+                "tenant_id": tenant,
+                "lesson_id": row["id"],
+                "scope": row["scope"],
+                "key": row["key"],
                 **{k: v[k] for k in VERSION_FIELDS},
             }
+            for row, (_, versions) in zip(rows, items, strict=True)
             for v in versions
         ],
     )
-    _sync_tags(conn, principal, lesson_id, json.loads(row["tags"]), fresh=True)
-    indexing.sync(conn, row, status(row, now) == "active")
-    audit.record(
+    tag_rows = [
+        {"tenant_id": tenant, "lesson_id": row["id"], "tag": t} for row in rows for t in json.loads(row["tags"])
+    ]
+    if tag_rows:
+        conn.execute(_INSERT_TAGS, tag_rows)
+    indexing.sync_many(conn, [(row, status(row, now) == "active", True) for row in rows])
+    proofs = state_proof.read_back_many(conn, tenant, ids)
+    audit.record_many(
         conn,
         principal,
-        "import",
-        lesson_id=lesson_id,
-        scope=row["scope"],
-        key=row["key"],
-        version_after=row["version"],
-        hash_after=row["content_hash"],
-        detail={"versions": len(versions), "restore": True},
-        at=now,
-        **state_proof.read_back(conn, principal.tenant_id, lesson_id),
+        [
+            {
+                "action": "import",
+                "lesson_id": row["id"],
+                "scope": row["scope"],
+                "key": row["key"],
+                "version_after": row["version"],
+                "hash_after": row["content_hash"],
+                "detail": {"versions": len(versions), "restore": True},
+                "at": now,
+                **proofs[row["id"]],
+            }
+            for row, (_, versions) in zip(rows, items, strict=True)
+        ],
     )
-    return row
+    return rows

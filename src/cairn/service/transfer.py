@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import and_, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
 
+from cairn.core.content import content_identity
 from cairn.core.principal import ADMIN, WRITE, Principal
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
@@ -31,7 +32,7 @@ from cairn.runtime.settings import Settings
 from cairn.service import audit, indexing, limits, state_proof
 from cairn.service.import_records import parse_all, values_of
 from cairn.service.lessons import Lessons
-from cairn.service.mutate import Change, apply, apply_many, replay
+from cairn.service.mutate import Change, apply, apply_many, replay, replay_many
 from cairn.service.records import fetch
 from cairn.service.tombstones import check_tombstones, forgotten_identity
 from cairn.service.tx import write_tx
@@ -91,6 +92,9 @@ class Transfer:
                 bulk = _PlainBulk(
                     self.lessons, conn, principal, [rec for _, kind, rec in batch if kind == "plain"], restore
                 )
+                replays = _RestoreBulk(
+                    conn, principal, [rec for _, kind, rec in batch if kind == "lesson"], restore, supersessions
+                )
                 outcomes: list[tuple[str, Any]] = []
                 lim, _ = limits.effective(conn, self.settings, principal.tenant_id)
                 for lineno, kind, rec in batch:
@@ -98,19 +102,35 @@ class Transfer:
                         if lim.max_value_bytes:  # every value a record would store, versions included
                             for value in values_of(kind, rec):
                                 limits.check_value(conn, self.settings, principal, value)
+                        # The two lanes flush in turn, so lessons are written (and audited) in file order.
                         if kind == "plain" and bulk.can_create(rec):
+                            replays.flush()
                             bulk.add(rec)
                             outcomes.append(("created", None))
                             continue
+                        if kind == "lesson" and replays.can_create(rec):
+                            bulk.flush()
+                            replays.add(rec)
+                            outcomes.append(("created", None))
+                            continue
                         bulk.flush()
+                        replays.flush()
                         outcomes.append(self._import_one(conn, principal, kind, rec, supersessions, restore))
                         if kind == "plain":
                             bulk.touched(rec)
+                        elif kind == "lesson":
+                            replays.touched(rec)
+                        elif kind == "tombstone":
+                            # It may refuse records after it, which the lanes' one look at the
+                            # tombstones did not see: the rest of the batch takes the general path
+                            # (an export lists tombstones after every lesson, so this costs little).
+                            bulk.enabled = replays.enabled = False
                     except CairnError as exc:
                         if exc.code not in ("TOMBSTONED", "CONFLICT", "FORBIDDEN", "LIMIT"):
                             raise
                         outcomes.append(("refused", {"line": lineno, "code": exc.code, "message": exc.message}))
                 bulk.flush()
+                replays.flush()
                 # The tenant's lesson limit holds for imports too, checked per batch in its own
                 # transaction: a batch that would cross it is rolled back whole; earlier batches
                 # stay (an import is idempotent: rerun it once the limit is raised).
@@ -358,9 +378,7 @@ class _PlainBulk:
         self.enabled = bool(recs) and not principal.session
         self.addresses: set[tuple[str, str]] = set()
         self.twins: set[tuple[str, str]] = set()
-        self.dead_hashes: set[str] = set()
-        self.dead_identities: set[str] = set()
-        self.dead_addresses: set[tuple[str, str]] = set()
+        self.dead = _LiveTombstones.none()
         if not self.enabled:
             return
         tenant = principal.tenant_id
@@ -379,21 +397,7 @@ class _PlainBulk:
             )
         ):
             self.twins.add((row.scope, row.content_hash))
-        for row in conn.execute(
-            select(tombstones.c.content_hash, tombstones.c.identity, tombstones.c.scope, tombstones.c.key).where(
-                tombstones.c.tenant_id == tenant,
-                tombstones.c.lifted_at.is_(None),
-                or_(
-                    tombstones.c.content_hash.in_(hashes),
-                    tombstones.c.identity.in_(identities),
-                    tuple_(tombstones.c.scope, tombstones.c.key).in_(addrs),
-                ),
-            )
-        ):
-            self.dead_hashes.add(row.content_hash)
-            if row.identity is not None:
-                self.dead_identities.add(row.identity)
-            self.dead_addresses.add((row.scope, row.key))
+        self.dead = _LiveTombstones(conn, tenant, hashes, identities, addrs)
 
     def can_create(self, rec: WriteInput) -> bool:
         if not self.enabled:
@@ -403,9 +407,7 @@ class _PlainBulk:
         return (
             (rec.scope, rec.key) not in self.addresses
             and (rec.scope, h) not in self.twins
-            and h not in self.dead_hashes
-            and rec.identity not in self.dead_identities
-            and (rec.scope, rec.key) not in self.dead_addresses
+            and not self.dead.match(h, rec.identity, rec.scope, rec.key)
         )
 
     def add(self, rec: WriteInput) -> None:
@@ -422,6 +424,122 @@ class _PlainBulk:
     def flush(self) -> None:
         if self.pending:
             apply_many(self.conn, self.principal, self.pending, self.now)
+            self.pending = []
+
+
+class _LiveTombstones:
+    """The batch's live tombstones that could refuse one of its records: by hash, identity, address.
+
+    One query per batch answers what ``check_tombstones`` would ask per record; a match sends the
+    record down the general path, which refuses it with the tombstone named.
+    """
+
+    def __init__(
+        self,
+        conn: Connection | None,
+        tenant: str,
+        hashes: list[str],
+        identities: list[str],
+        addrs: list[tuple[str, str]],
+    ) -> None:
+        self.hashes: set[str] = set()
+        self.identities: set[str] = set()
+        self.addresses: set[tuple[str, str]] = set()
+        if conn is None or not (hashes or identities or addrs):
+            return
+        for row in conn.execute(
+            select(tombstones.c.content_hash, tombstones.c.identity, tombstones.c.scope, tombstones.c.key).where(
+                tombstones.c.tenant_id == tenant,
+                tombstones.c.lifted_at.is_(None),
+                or_(
+                    tombstones.c.content_hash.in_(hashes),
+                    tombstones.c.identity.in_(identities),
+                    tuple_(tombstones.c.scope, tombstones.c.key).in_(addrs),
+                ),
+            )
+        ):
+            self.hashes.add(row.content_hash)
+            if row.identity is not None:
+                self.identities.add(row.identity)
+            self.addresses.add((row.scope, row.key))
+
+    @classmethod
+    def none(cls) -> _LiveTombstones:
+        return cls(None, "", [], [], [])
+
+    def match(self, chash: str, identity: str, scope: str, key: str) -> bool:
+        return chash in self.hashes or identity in self.identities or (scope, key) in self.addresses
+
+
+class _RestoreBulk:
+    """The fast lane for an admin's restore of lesson records that are plainly new: no lesson at
+    their address, no live tombstone of their content or address, not rejected.
+
+    For those the general path (``_import_one``) would check, then ``replay`` one lesson; here
+    they are replayed together with ``replay_many`` (the same rows, audit rows and state proofs,
+    one statement per table per batch). Anything else — an address already held (unchanged or a
+    conflict), a tombstone (refused with its name), a rejected lesson — takes the general path,
+    after the pending ones are written so it sees them. Without ``restore`` the lane stays off
+    (a claimed import has its own twin rules).
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        principal: Principal,
+        recs: list[tuple[dict[str, Any], list[dict[str, Any]]]],
+        restore: bool,
+        supersessions: list[tuple[tuple[str, str], tuple[str, str]]],
+    ) -> None:
+        self.conn, self.principal, self.supersessions = conn, principal, supersessions
+        self.now = utcnow()
+        self.pending: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+        self.enabled = bool(recs) and restore
+        self.addresses: set[tuple[str, str]] = set()
+        self.dead = _LiveTombstones.none()
+        if not self.enabled:
+            return
+        tenant = principal.tenant_id
+        addrs = list({(lesson["scope"], lesson["key"]) for lesson, _ in recs})
+        for row in conn.execute(
+            select(lessons.c.scope, lessons.c.key).where(
+                lessons.c.tenant_id == tenant, tuple_(lessons.c.scope, lessons.c.key).in_(addrs)
+            )
+        ):
+            self.addresses.add((row.scope, row.key))
+        lasts = [versions[-1] for _, versions in recs]
+        hashes = list({v["content_hash"] for v in lasts})
+        identities = list({content_identity(v["value"]) for v in lasts})
+        self.dead = _LiveTombstones(conn, tenant, hashes, identities, addrs)
+
+    def can_create(self, rec: tuple[dict[str, Any], list[dict[str, Any]]]) -> bool:
+        if not self.enabled:
+            return False
+        lesson, versions = rec
+        self.principal.require(ADMIN, lesson["scope"])
+        last = versions[-1]
+        address = (lesson["scope"], lesson["key"])
+        return (
+            address not in self.addresses
+            and last["trust"] != "rejected"
+            and not self.dead.match(last["content_hash"], content_identity(last["value"]), *address)
+        )
+
+    def add(self, rec: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+        lesson, _ = rec
+        self.pending.append(rec)
+        self.touched(rec)
+        if lesson.get("superseded_by"):  # linked once both ends exist, as the general path does
+            sb = lesson["superseded_by"]
+            self.supersessions.append(((lesson["scope"], lesson["key"]), (sb["scope"], sb["key"])))
+
+    def touched(self, rec: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+        """A record of this batch now occupies its address: a later one there must look."""
+        self.addresses.add((rec[0]["scope"], rec[0]["key"]))
+
+    def flush(self) -> None:
+        if self.pending:
+            replay_many(self.conn, self.principal, self.pending, self.now)
             self.pending = []
 
 

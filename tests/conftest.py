@@ -25,6 +25,7 @@ import hypothesis
 import pytest
 
 from cairn.core.principal import Principal
+from cairn.runtime import clock
 from cairn.runtime.local import local_principal
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
@@ -41,6 +42,8 @@ os.environ["CAIRN_SERVE_AUTO_START"] = "0"
 # example can take longer, and a timing threshold in a unit test fails for the machine, not the code.
 hypothesis.settings.register_profile("cairn", deadline=None)
 hypothesis.settings.load_profile("cairn")
+# The suite's in-process services read the clock every Cairn process installs (CAIRN_FAKE_NOW pins it).
+clock.install()
 BACKENDS = ("sqlite", "postgres")
 PG_TEMPLATE = "cairn_migrated"
 

@@ -11,9 +11,12 @@ from cairn.core.timeparse import (
     parse_duration,
     parse_time,
     parse_ttl,
+    pinned_time,
+    set_clock,
     utcnow,
 )
 from cairn.errors import CairnError
+from cairn.runtime import clock
 
 FAKE = "2025-01-31T12:00:00Z"
 FAKE_DT = datetime(2025, 1, 31, 12, 0, tzinfo=UTC)
@@ -182,20 +185,22 @@ def test_utcnow_is_aware_utc(monkeypatch):
     assert abs(now - datetime.now(UTC)) < timedelta(seconds=5)
 
 
-def test_utcnow_fake_is_read_on_every_call(monkeypatch):
+def test_core_reads_no_environment_for_the_clock(monkeypatch):
+    """Without the runtime's clock, pinning time in the environment does nothing: core reads none."""
     monkeypatch.setenv(FAKE_NOW_ENV, FAKE)
-    assert utcnow() == FAKE_DT
-    monkeypatch.setenv(FAKE_NOW_ENV, "2025-02-01T00:00:00+01:00")
-    assert utcnow() == datetime(2025, 1, 31, 23, 0, tzinfo=UTC)
-    monkeypatch.setenv(FAKE_NOW_ENV, "2025-03-01")
-    assert utcnow() == datetime(2025, 3, 1, tzinfo=UTC)
+    set_clock(None)
+    try:
+        assert abs(utcnow() - datetime.now(UTC)) < timedelta(seconds=5)
+        set_clock(lambda: FAKE_DT)
+        assert utcnow() == FAKE_DT
+    finally:
+        clock.install()
 
 
-def test_utcnow_bad_fake_is_a_setup_error(monkeypatch):
-    monkeypatch.setenv(FAKE_NOW_ENV, "tomorrow")
+def test_a_pinned_time_that_is_not_iso_is_a_setup_error():
     with pytest.raises(CairnError) as info:
-        utcnow()
-    assert info.value.code == "SETUP"
+        pinned_time("tomorrow")
+    assert info.value.code == "SETUP" and FAKE_NOW_ENV in info.value.message
 
 
 # --- format_time ----------------------------------------------------------------------------------

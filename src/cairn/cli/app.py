@@ -14,12 +14,16 @@ import typer
 from cairn.cli import render
 from cairn.core.lesson import MAX_PAGE, Mode, Outcome, Rel, TrustFilter, choices
 from cairn.errors import CairnError
+from cairn.runtime import clock
 
 if TYPE_CHECKING:
     from cairn.cli.main import Globals
     from cairn.cli.output import Output
     from cairn.core.principal import Principal
     from cairn.service.api import Cairn
+
+# Every command reads the one clock, pinned by CAIRN_FAKE_NOW when set (local or --url alike).
+clock.install()
 
 app = typer.Typer(
     name="cairn",

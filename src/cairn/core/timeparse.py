@@ -4,19 +4,20 @@ Every timestamp Cairn stores or compares is timezone-aware UTC: bi-temporal read
 time and valid time across machines, and a naive datetime silently means "whatever this host's
 zone is". Parsing therefore always ends in aware UTC, and formatting always says ``Z``.
 
-``utcnow`` is the only clock so that tests (and the negative evals) can pin time with
-``CAIRN_FAKE_NOW`` and exercise expiry without sleeping.
+``utcnow`` is the only clock, so that tests (and the negative evals) can pin time and exercise
+expiry without sleeping. Which clock it reads is the runtime's choice (``runtime/clock.py`` installs
+one that honours ``CAIRN_FAKE_NOW``); core itself reads no environment.
 """
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from cairn.errors import CairnError
 
-FAKE_NOW_ENV = "CAIRN_FAKE_NOW"
+FAKE_NOW_ENV = "CAIRN_FAKE_NOW"  # read by runtime/clock.py, named here for the tests and the daemon
 TTL_MINIMUM = timedelta(seconds=1)
 TTL_MAXIMUM = timedelta(days=365)
 
@@ -154,15 +155,29 @@ def parse_time(raw: str) -> datetime:
     )
 
 
+def system_now() -> datetime:
+    return datetime.now(UTC)
+
+
+_clock: Callable[[], datetime] = system_now
+
+
+def set_clock(clock: Callable[[], datetime] | None) -> None:
+    """Make ``clock`` the one ``utcnow`` reads (None: the system clock)."""
+    global _clock
+    _clock = clock or system_now
+
+
 def utcnow() -> datetime:
-    """The current time, aware UTC. ``CAIRN_FAKE_NOW`` (ISO 8601) pins it; read on every call so
-    a test can move time forward without reloading anything."""
-    fake = os.environ.get(FAKE_NOW_ENV, "").strip()
-    if not fake:
-        return datetime.now(UTC)
-    parsed = _parse_iso(fake)
+    """The current time, aware UTC, from the installed clock."""
+    return _clock()
+
+
+def pinned_time(text: str, source: str = FAKE_NOW_ENV) -> datetime:
+    """A pinned clock's time: ISO 8601, aware UTC; anything else is a setup error naming ``source``."""
+    parsed = _parse_iso(text)
     if parsed is None:
-        raise CairnError("SETUP", f"{FAKE_NOW_ENV}={_quote(fake)} is not an ISO 8601 time (e.g. 2025-01-31T12:00:00Z)")
+        raise CairnError("SETUP", f"{source}={_quote(text)} is not an ISO 8601 time (e.g. 2025-01-31T12:00:00Z)")
     return parsed
 
 

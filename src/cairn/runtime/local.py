@@ -46,8 +46,10 @@ def serve_warm(home: Path, url: str, svc: Cairn) -> None:
 
 
 def open_service(home: Path, settings: Settings | None = None, cwd: Path | None = None, db: str | None = None) -> Cairn:
+    from cairn.runtime import clock
     from cairn.runtime import settings as settings_mod
 
+    clock.install()
     ensure_home(home)  # the home holds settings, hook state and the daemon's socket on every database
     url = database_url(home, db)
     cfg = settings or settings_mod.load(home, cwd)

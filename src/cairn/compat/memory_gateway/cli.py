@@ -116,6 +116,9 @@ def _opt(opts: dict[str, str | bool], flag: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from cairn.runtime import clock
+
+    clock.install()
     if "--help" in argv or "-h" in argv:
         sys.stderr.write(USAGE)
         return EXIT_OK

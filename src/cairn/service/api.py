@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from cairn.runtime.settings import Settings
+from cairn.service import rank_cache
 from cairn.service.auth import Auth
 from cairn.service.browse import Browse
 from cairn.service.context import Context
@@ -137,7 +138,7 @@ class Cairn:
     ) -> None:
         self.store = store
         self.settings = settings or Settings()
-        self.caches = caches or Caches(RankIndexes(), {})
+        self.caches = caches or Caches(RankIndexes(rank_cache.cache_dir(store.url)), {})
         self.services = Services.compose(self, store, self.settings, self.caches, auth)
 
     def with_settings(self, settings: Settings) -> Cairn:

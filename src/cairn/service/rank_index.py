@@ -26,9 +26,11 @@ forgotten lesson's value) outlives the change that hid it.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -101,6 +103,12 @@ def loop_bucket(key: str, tags_json: str) -> str | None:
     return None
 
 
+def key_hash(key: str) -> int:
+    """A key as 64 bits, the same in every process (``hash`` is salted per process, and the index's
+    arrays outlive it on disk: ``rank_cache``)."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little", signed=True)
+
+
 @dataclass
 class Arrays:
     ids: np.ndarray
@@ -161,6 +169,8 @@ class RankIndex:
     vectors: bool = False  # whether ``arrays.half`` holds the float16 vectors (search asks; context does not)
     dim: int = 0  # their dimension, known once a vector is seen
     lock: threading.Lock = field(default_factory=threading.Lock)
+    persist: Path | None = None  # where the index's state is kept between processes (``rank_cache``)
+    unsaved: int = 0  # lessons changed since the state was last loaded or written
     _scope_codes: dict[str, int] = field(default_factory=dict)
     _bucket_codes: dict[str, int] = field(default_factory=dict)
     memo: dict[Any, Any] = field(default_factory=dict)
@@ -221,7 +231,7 @@ class RankIndex:
         return Arrays(
             ids=np.array(cols[0], dtype=np.int64),
             scope=scope,
-            key=np.fromiter(map(hash, cols[2]), dtype=np.int64, count=n),
+            key=np.fromiter(map(key_hash, cols[2]), dtype=np.int64, count=n),
             updated=np.array(cols[3], dtype=np.float64),
             expires=expires,
             seen=np.array(cols[5], dtype=np.int32),
@@ -277,6 +287,10 @@ class RankIndex:
             self.dim = 0
         if vectors and not self.vectors:
             self.vectors, self.seq = True, -1
+        if self.seq < 0 and self.persist is not None:  # a fresh process: start from the kept state
+            from cairn.service import rank_cache
+
+            rank_cache.load(self, conn, self.persist, self.vectors)
         last = conn.execute(
             select(func.coalesce(func.max(audit_log.c.seq), 0)).where(audit_log.c.tenant_id == self.tenant_id)
         ).scalar_one()
@@ -292,6 +306,7 @@ class RankIndex:
             return
         if self.seq < 0 or last < self.seq:  # first use, or the log was replaced (a restored backup)
             self._load_all(conn)
+            self.unsaved = FULL_RELOAD_AT  # a whole build: keep it
         else:
             changed = set(fresh_vectors)
             if last != self.seq:
@@ -311,9 +326,16 @@ class RankIndex:
                 self._load_all(conn)
             elif changed:
                 self._reload_ids(conn, sorted(changed))
+            self.unsaved += len(changed)
         self.seq = last
         self.version += 1
         self.memo.clear()
+        if self.persist is not None:
+            from cairn.service import rank_cache
+
+            if self.unsaved >= rank_cache.SAVE_AFTER:
+                rank_cache.save(self, conn, self.persist)
+                self.unsaved = 0
 
     def id_order(self) -> np.ndarray:
         """``arrays.ids``' sorting permutation, for :func:`rows_of` (memoized per version: call under ``lock``)."""
@@ -375,8 +397,9 @@ class RankIndexes:
     correct as before.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, persist: Path | None = None) -> None:
         self.cache: OrderedDict[str, RankIndex] = OrderedDict()
+        self.persist = persist  # where indexes are kept between processes (``rank_cache.cache_dir``)
         self._lock = threading.Lock()
 
     def get(self, tenant_id: str) -> RankIndex:
@@ -384,7 +407,7 @@ class RankIndexes:
         with self._lock:
             idx = self.cache.get(tenant_id)
             if idx is None:
-                idx = self.cache[tenant_id] = RankIndex(tenant_id)
+                idx = self.cache[tenant_id] = RankIndex(tenant_id, persist=self.persist)
             self.cache.move_to_end(tenant_id)
             while len(self.cache) > max_rank_indexes():
                 self.cache.popitem(last=False)

@@ -39,10 +39,14 @@ def _chat(gw: Rig, me: Account, thread: str, messages: list[dict[str, str]], **k
 
 
 def _db_bytes(gw: Rig) -> bytes:
-    """Every byte of the SQLite store (main file and WAL), after closing pooled connections."""
+    """Every byte of the SQLite store (main file, WAL, kept ranking indexes), after closing pooled connections."""
     gw.store.dispose()
     db = Path(gw.store.url.split("///", 1)[1])
-    return b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
+    return b"".join(
+        p.read_bytes()
+        for p in sorted(db.parent.glob(db.name + "*")) + sorted(db.parent.glob(db.name + ".rank/*"))
+        if p.is_file()
+    )
 
 
 def test_turns_are_recorded_once_each(gw: Rig, account: Account, turns: queue.Queue) -> None:

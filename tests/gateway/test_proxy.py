@@ -334,5 +334,5 @@ def test_provider_key_never_in_logs_or_store(gw: Rig, caplog: pytest.LogCaptureF
     assert PROVIDER_KEY not in repr(gw.gateway) and PROVIDER_KEY not in repr(gw.gateway.upstream)
     if gw.store.url.startswith("sqlite"):
         db = Path(gw.store.url.split("///", 1)[1])
-        for path in db.parent.glob(db.name + "*"):
-            assert PROVIDER_KEY.encode() not in path.read_bytes()
+        for path in [*db.parent.glob(db.name + "*"), *db.parent.glob(db.name + ".rank/*")]:
+            assert path.is_dir() or PROVIDER_KEY.encode() not in path.read_bytes()

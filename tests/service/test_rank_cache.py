@@ -211,3 +211,20 @@ def test_key_hashes_do_not_depend_on_the_process() -> None:
     and pears between rows from the file and rows read now."""
     assert key_hash("retry-policy") == key_hash("retry-policy") == 2678347459353983200
     assert key_hash("retry-policy") != key_hash("retry-polic")
+
+
+def test_an_erasure_removes_the_kept_files(processes: Any, me: Principal, home: Path, clock: Any) -> None:
+    """An erased lesson's numbers and vector must not outlive it in a file beside the database."""
+    from cairn.core.principal import Principal as P
+
+    first = processes()
+    first.write(me, R, "secret", "a lesson that will be forgotten and erased")
+    first.write(me, R, "keeper", "a lesson that stays")
+    block(first, me)
+    assert files(home)
+    human = P(me.tenant_id, me.actor, me.session, me.permissions, me.scope_patterns, True)
+    first.reject(human, R, "secret", "leaked a token")
+    first.erase_forgotten(human, R, "secret")
+    assert files(home) == []
+    shown, _ = block(processes(), me)
+    assert shown == [(R, "keeper")] and files(home)

@@ -28,7 +28,7 @@ from cairn.core.lesson import CANDIDATE_FATES, MAX_PAGE
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
-from cairn.service import audit, epoch
+from cairn.service import audit, epoch, rank_cache
 from cairn.service.mutate import apply
 from cairn.service.purge import erase
 from cairn.service.records import fetch_id
@@ -325,7 +325,10 @@ class Conversations:
             )  # fmt: skip
             return report
 
-        return self.cairn.store.run(tx, write=True, **principal.db_vars)
+        result = self.cairn.store.run(tx, write=True, **principal.db_vars)
+        if result["purged"]:  # no kept ranking index outlives an erased lesson
+            rank_cache.discard(self.cairn.store.url)
+        return result
 
     def _forget_in(
         self,

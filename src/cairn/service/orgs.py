@@ -20,7 +20,7 @@ from cairn.core import roles
 from cairn.core.principal import ADMIN, Principal
 from cairn.core.timeparse import format_time, parse_ttl, utcnow
 from cairn.errors import CairnError
-from cairn.service import audit
+from cairn.service import audit, rank_cache
 from cairn.service.accounts import (
     DEFAULT_INVITE_TTL,
     INVITE_PREFIX,
@@ -149,7 +149,10 @@ class Orgs:
             audit.record(conn, org_p, "org.delete", detail={"org": slug, "lessons_erased": len(ids)}, at=now)
             return {"org": slug, "deleted": True, "lessons_erased": len(ids)}
 
-        return self.in_org(principal, slug, "deleting the org", tx)
+        result = self.in_org(principal, slug, "deleting the org", tx)
+        if result["lessons_erased"]:  # no kept ranking index outlives an erased lesson
+            rank_cache.discard(self.store.url)
+        return result
 
     # -- invites ------------------------------------------------------------------------------
     def org_invite(

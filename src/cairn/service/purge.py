@@ -23,7 +23,7 @@ from cairn.core.sweeps import choose_sweep
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
-from cairn.service import audit, epoch, indexing
+from cairn.service import audit, epoch, indexing, rank_cache
 from cairn.service.records import fetch
 from cairn.service.tx import write_tx
 from cairn.store.engine import Store
@@ -86,7 +86,10 @@ class Purge:
                 "lessons": [{"scope": t["scope"], "key": t["key"]} for t in targets],
             }
 
-        return write_tx(self.store, principal, tx)
+        result = write_tx(self.store, principal, tx)
+        if result["purged"]:
+            rank_cache.discard(self.store.url)
+        return result
 
     def erase_forgotten(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         """Erase one forgotten lesson's text now, as the archived sweep would once past retention.
@@ -123,7 +126,10 @@ class Purge:
             )
             return {"erased": True, "versions_erased": erased, "scope": scope, "key": key}
 
-        return write_tx(self.store, principal, tx)
+        result = write_tx(self.store, principal, tx)
+        if result["erased"]:
+            rank_cache.discard(self.store.url)
+        return result
 
 
 def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:

@@ -13,7 +13,8 @@ in the database with the same ``row_hash`` (the database is the one the file was
 restored backup or another store at the same path). A file that fails any check, or cannot be read
 at all (truncated, corrupted, another format), is ignored and replaced by the next full build. No
 lesson text is stored: ids, numbers, key hashes, scope names, sign bits and (for search) vectors, the
-same as the database beside it holds, with the database file's owner-only mode.
+same as the database beside it holds, owner-only; an erasure (``service/purge.py``) removes the files,
+so an erased lesson's vector does not outlive it here.
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ def cache_dir(url: str) -> Path | None:
         return None
     path = Path(database)
     return path.with_name(path.name + ".rank")
+
+
+def discard(url: str) -> None:
+    """Remove every kept index of a database: after an erasure, so no file keeps an erased lesson's
+    numbers or vector until it is next rewritten (the next process builds afresh)."""
+    directory = cache_dir(url)
+    if directory is None:
+        return
+    for path in directory.glob("*.npz"):
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _file(directory: Path, idx: RankIndex, vectors: bool) -> Path:

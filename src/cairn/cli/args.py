@@ -1,0 +1,23 @@
+"""The argument and option types the CLI's commands share (help text people read with --help)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+Scope = Annotated[
+    str, typer.Argument(help="Scope: global, project::NAME, repo::OWNER/NAME or branch::OWNER/NAME::BRANCH")
+]
+Key = Annotated[str, typer.Argument(help="Key (normalized: case and punctuation runs fold, so 'My Key' = 'my-key')")]
+Value = Annotated[str | None, typer.Argument(help="The lesson text; omit or '-' to read stdin")]
+TagOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Tag (repeatable)")]
+KindOpt = Annotated[str, typer.Option(help="lesson | fact | preference | reference")]
+AgentOpt = Annotated[str | None, typer.Option("--source-agent", help="Which agent wrote it")]
+TriggerOpt = Annotated[str | None, typer.Option(help="What prompted it (the failure, the review comment)")]
+TtlOpt = Annotated[str | None, typer.Option(help="Expire after 90s, 30m, 12h, 7d (1s to 365d)")]
+FromOpt = Annotated[str | None, typer.Option("--valid-from", help="ISO 8601: when it became true")]
+ToOpt = Annotated[str | None, typer.Option("--valid-to", help="ISO 8601: when it stopped being true")]
+
+
+CursorOpt = Annotated[str | None, typer.Option(help="Continue a list: the next_cursor a previous page printed")]

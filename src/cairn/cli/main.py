@@ -72,6 +72,7 @@ GROUPS = {
     "user": {"create"},
     "limits": {"show", "set"},
     "webhook": {"add", "list", "rotate", "remove"},
+    "conversation": {"list", "show", "forget"},
 }  # fmt: skip
 
 

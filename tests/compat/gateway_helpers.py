@@ -1,4 +1,6 @@
-"""Running the real ``memory-gateway`` command in a subprocess, as an agent calls it."""
+"""Running the real ``memory-gateway`` command as an agent calls it: in the test's process through the
+``cairn`` entry point (``tests/inprocess.py``), or as a process of its own (``process=True``, and always
+when a crash point is set: the gateway then dies like a killed process)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from cairn.compat.memory_gateway.wal import CRASH_ENV
+from tests import inprocess
 
 COMMAND = [sys.executable, "-m", "cairn.compat.memory_gateway"]
 
@@ -41,20 +46,28 @@ def base_env(audit: Path) -> dict[str, str]:
     return env
 
 
-def run(corpus: Path, *args: str, body: str | None = None, env: dict[str, str], timeout: float = 60) -> Result:
-    proc = subprocess.run(
-        [*COMMAND, "--corpus", str(corpus), *args],
-        input=(body or "").encode(),
-        capture_output=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
-    out = proc.stdout.decode()
+def run(
+    corpus: Path, *args: str, body: str | None = None, env: dict[str, str], timeout: float = 60, process: bool = False
+) -> Result:
+    if process or env.get(CRASH_ENV):
+        proc = subprocess.run(
+            [*COMMAND, "--corpus", str(corpus), *args],
+            input=(body or "").encode(),
+            capture_output=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+        out, err = proc.stdout.decode(), proc.stderr.decode()
+    else:
+        done = inprocess.run(
+            ["memory-gateway", "--corpus", str(corpus), *args], env=env, inherit_env=False, input=body or ""
+        )
+        proc, out, err = done, done.stdout, done.stderr
     parsed = json.loads(out) if out.strip() else None
     if out.strip():
         assert out.count("\n") == 1, f"exactly one envelope line expected: {out!r}"
-    return Result(proc.returncode, parsed, out, proc.stderr.decode())
+    return Result(proc.returncode, parsed, out, err)
 
 
 def live_files(corpus: Path) -> list[str]:

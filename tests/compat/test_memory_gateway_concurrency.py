@@ -22,7 +22,8 @@ def test_eight_concurrent_writers_are_all_served(corpus: Path, gw_env: dict[str,
 
     def writer(w: int) -> None:
         for i in range(EACH):
-            r = run(corpus, "create", f"w{w} topic {i}", "--type", "project", body=f"writer {w} fact {i}", env=env)
+            args = ("create", f"w{w} topic {i}", "--type", "project")
+            r = run(corpus, *args, body=f"writer {w} fact {i}", env=env, process=True)
             with guard:
                 results.append(r)
 
@@ -50,14 +51,16 @@ def test_a_writer_waits_for_another_instead_of_refusing(corpus: Path, gw_env: di
     fcntl.flock(fd, fcntl.LOCK_EX)  # a Cairn writer in the middle of its change
     timer = threading.Timer(2.0, lambda: (fcntl.flock(fd, fcntl.LOCK_UN), os.close(fd)))
     timer.start()
-    r = run(corpus, "create", "patient", "--type", "user", body="waited", env={**gw_env, "MEMORY_GATEWAY_WAIT": "60"})
+    waiting = {**gw_env, "MEMORY_GATEWAY_WAIT": "60"}
+    r = run(corpus, "create", "patient", "--type", "user", body="waited", env=waiting, process=True)
     timer.join()
     assert r.rc == 0
     # past the bound it is refused, with the bound and the setting named
     fd2 = os.open(state / "writer.flock", os.O_RDWR)
     fcntl.flock(fd2, fcntl.LOCK_EX)
     try:
-        late = run(corpus, "create", "late", "--type", "user", body="x", env={**gw_env, "MEMORY_GATEWAY_WAIT": "0.5"})
+        bounded = {**gw_env, "MEMORY_GATEWAY_WAIT": "0.5"}
+        late = run(corpus, "create", "late", "--type", "user", body="x", env=bounded, process=True)
     finally:
         fcntl.flock(fd2, fcntl.LOCK_UN)
         os.close(fd2)

@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=2000, help="lessons generated when no --store is given")
     ap.add_argument("--runs", type=int, default=9, help="calls per operation and mode")
     ap.add_argument("--cold-runs", type=int, default=3, help="calls per operation without the daemon")
+    ap.add_argument("--ops", help="comma-separated operations (default: all), e.g. 'context,hook session-start'")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cairn-daemon-bench-"))
@@ -109,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         "context": (["context", "--repo", "acme/api", "--branch", "main"], None),
         "hook session-start": (["hook", "session-start", "--host", "claude-code"], json.dumps(PAYLOAD)),
     }
+    if args.ops:
+        wanted = [o.strip() for o in args.ops.split(",")]
+        unknown = [o for o in wanted if o not in ops]
+        if unknown:
+            raise SystemExit(f"unknown operation(s) {unknown}; choose from {list(ops)}")
+        ops = {o: ops[o] for o in wanted}
     daemon = subprocess.Popen(
         [PY, "-m", "cairn.cli.main", "serve", "--no-http", "--no-sweep"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base, cwd=home,

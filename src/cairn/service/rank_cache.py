@@ -27,7 +27,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
@@ -81,6 +80,8 @@ def _head_hash(conn: Connection, tenant_id: str, seq: int) -> str | None:
 def load(idx: RankIndex, conn: Connection, directory: Path, vectors: bool) -> bool:
     """Fill a never-loaded ``idx`` from its file when the file is valid for this database; False (and
     ``idx`` untouched) otherwise."""
+    import numpy as np
+
     from cairn.service.rank_index import _DTYPES, _FIELDS, Arrays
     from cairn.store.migrations import HEAD
 
@@ -126,6 +127,8 @@ def load(idx: RankIndex, conn: Connection, directory: Path, vectors: bool) -> bo
 def save(idx: RankIndex, conn: Connection, directory: Path) -> None:
     """Write ``idx``'s state (atomically: a reader sees the old file or the new one). A failure to
     write (read-only directory, full disk) leaves the index working, only uncached."""
+    import numpy as np
+
     from cairn.service.rank_index import _FIELDS
     from cairn.store.migrations import HEAD
 

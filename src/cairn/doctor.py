@@ -223,7 +223,7 @@ def _model() -> Check:
 
 
 def _hooks(home: Path, cwd: Path) -> Check:
-    from cairn.hosts.install import ALSO_READS, installed_hooks
+    from cairn.hosts.install_report import ALSO_READS, installed_hooks
 
     found = installed_hooks(cwd)
     if not found:

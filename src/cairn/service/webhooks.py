@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -39,13 +40,16 @@ from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import audit
 from cairn.service.records import fetch
+from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import tenants, webhook_deliveries, webhook_provenance, webhooks
+from cairn.webhooks import github as gh
 
 if TYPE_CHECKING:  # lessons imports this module (provenance, outside): no cycle at run time
     from cairn.service.lessons import Lessons
     from cairn.service.orgs import Orgs
-from cairn.webhooks import github as gh
+
+AdminTx = Callable[[Connection, Principal], dict[str, Any]]
 
 log = logging.getLogger("cairn.webhooks")
 
@@ -164,17 +168,21 @@ class Webhooks:
         self.lessons = lessons
 
     # -- management (admins) -------------------------------------------------------------------
-    def _admin_tx(self, principal: Principal, org: str | None, what: str, fn, *, write: bool = True):  # type: ignore[no-untyped-def]
+    def _admin_tx(
+        self, principal: Principal, org: str | None, what: str, fn: AdminTx, *, write: bool = True
+    ) -> dict[str, Any]:
         """Run ``fn(conn, acting)`` in the caller's tenant, or in ``org`` for its admins."""
         if org:
 
-            def in_org(conn: Connection, tenant: str, role: str | None) -> Any:
+            def in_org(conn: Connection, tenant: str, role: str | None) -> dict[str, Any]:
                 roles.require_role(role, roles.ADMIN_ROLE, what)
                 return fn(conn, principal.with_tenant(tenant, principal.permissions))
 
             return self.orgs.in_org(principal, org, what, in_org, write=write, level=ADMIN)
         principal.require(ADMIN)
-        return self.store.run(lambda conn: fn(conn, principal), write=write, **principal.db_vars)
+        if write:
+            return write_tx(self.store, principal, fn)
+        return read_tx(self.store, principal, lambda conn: fn(conn, principal))
 
     def webhook_add(self, principal: Principal, repo: str, *, org: str | None = None) -> dict[str, Any]:
         """Register ``repo``; the secret is in this answer only."""
@@ -202,7 +210,7 @@ class Webhooks:
             out = _public(self._row(conn, p, name), now)
             return {**out, "secret": secret, "tenant": p.tenant_id}
 
-        return self._admin_tx(principal, org, "registering a webhook", tx)  # type: ignore[no-any-return]
+        return self._admin_tx(principal, org, "registering a webhook", tx)
 
     def webhook_rotate(
         self, principal: Principal, repo: str, *, org: str | None = None, grace: timedelta | None = None
@@ -233,7 +241,7 @@ class Webhooks:
             audit.record(conn, p, "webhook.rotate", scope=scope, detail=detail)
             return {**_public(self._row(conn, p, name), now), "secret": secret, "tenant": p.tenant_id}
 
-        return self._admin_tx(principal, org, "rotating a webhook secret", tx)  # type: ignore[no-any-return]
+        return self._admin_tx(principal, org, "rotating a webhook secret", tx)
 
     def webhook_remove(self, principal: Principal, repo: str, *, org: str | None = None) -> dict[str, Any]:
         """Unregister ``repo``: its deliveries are refused from now on; its lessons stay."""
@@ -252,7 +260,7 @@ class Webhooks:
             audit.record(conn, p, "webhook.remove", scope=scope, detail={"repo": name})
             return {"repo": name, "removed": True, "tenant": p.tenant_id}
 
-        return self._admin_tx(principal, org, "removing a webhook", tx)  # type: ignore[no-any-return]
+        return self._admin_tx(principal, org, "removing a webhook", tx)
 
     def webhook_list(self, principal: Principal, *, org: str | None = None) -> dict[str, Any]:
         """The tenant's registrations with what was done with their deliveries (never a secret)."""
@@ -267,7 +275,7 @@ class Webhooks:
                 "webhooks": [_public(dict(r), now) for r in rows if p.can_see(f"repo::{r['repo']}")],
             }
 
-        return self._admin_tx(principal, org, "listing webhooks", tx, write=False)  # type: ignore[no-any-return]
+        return self._admin_tx(principal, org, "listing webhooks", tx, write=False)
 
     @staticmethod
     def _row(conn: Connection, p: Principal, name: str) -> dict[str, Any]:
@@ -320,12 +328,13 @@ class Webhooks:
             raise CairnError("UNAUTHENTICATED", NOT_VERIFIED)
         decision = gh.gate(event_name, payload)
         tenant = match["tenant_id"]
-        return self.store.run(  # type: ignore[no-any-return]
+        landed: dict[str, Any] = self.store.run(
             lambda conn: self._land(conn, match, name, event_name, delivery_id, decision),
             write=True,
             tenant=tenant,
             actor="webhook",
         )
+        return landed
 
     def _land(
         self, conn: Connection, reg: dict[str, Any], name: str, event: str, delivery: str, decision: gh.Gate

@@ -5,6 +5,11 @@ a Cairn home or its ``cairn.db``, e.g. a 60,000-lesson store another bench built
 store is generated here). Each operation is timed with the daemon (``cairn serve --no-http``, what a
 command starts on demand) and without it (``CAIRN_NO_DAEMON=1``), alternating, with the machine's
 1-minute load average next to each figure (the machine is shared: medians, and read the load).
+LoreKit's CLI (``../shared/peers/lorekit-cli``, run by node; the column is skipped when either is
+absent) is timed alternately with them where it has the operation (write, search, list, the
+SessionStart hook), in local mode on the same lessons: the store's active lessons written as a
+LoreKit local store (``lorekit_bench.write_memory``), its hook and list run in a git checkout of
+``acme/api`` on ``main``.
 Prints a table against the targets, writes ``bench/out/daemon.json`` (compared with the previous
 run) and ``bench/out/daemon.png``.
 """
@@ -23,6 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
 OUT = ROOT / "bench" / "out"
 PY = sys.executable
 TARGET_MS = {"write": 100, "read": 100, "list": 100, "search": 100, "hook session-start": 100}
@@ -66,12 +72,62 @@ def copy_store(src: Path | None, home: Path, size: int) -> None:
         source.backup(target)
 
 
+def lorekit_setup(db: Path, work: Path) -> tuple[list[str], dict[str, str], Path] | None:
+    """LoreKit's CLI in local mode over the Cairn store's active lessons: (node command, environment,
+    git checkout to run in), or None when the CLI or node is absent."""
+    import lorekit_bench
+
+    peer = lorekit_bench.peer_dir()
+    if peer is None or shutil.which("node") is None:
+        return None
+    import pysqlite3.dbapi2 as sqlite3
+
+    root = work / "lk-home" / ".lorekit"
+    with sqlite3.connect(str(db)) as conn:
+        rows = conn.execute(
+            "SELECT scope, key, value, tags, created_at, updated_at, seen_count FROM lessons "
+            "WHERE archived_at IS NULL AND superseded_by IS NULL AND trust != 'rejected'"
+        ).fetchall()
+    for scope, key, value, tags, created, updated, seen in rows:
+        d = lorekit_bench.scope_dir(root, scope)
+        if d is not None:
+            meta = {
+                "scope": scope, "key": key, "tags": json.loads(tags or "[]"), "seen_count": seen,
+                "created": str(created).replace(" ", "T") + "Z", "updated": str(updated).replace(" ", "T") + "Z",
+            }  # fmt: skip
+            lorekit_bench.write_memory(d, meta, value)
+    (work / "lk-checkout").mkdir()
+    for cmd in (
+        ["init", "-q"],
+        ["remote", "add", "origin", "https://github.com/acme/api.git"],
+        ["checkout", "-q", "-b", "main"],
+    ):
+        subprocess.run(["git", "-C", str(work / "lk-checkout"), *cmd], check=True)
+    env = {
+        **os.environ, "HOME": str(work / "lk-home"), "LOREKIT_HOME": str(root), "LOREKIT_MODE": "local",
+        "LOREKIT_DENY": "remote", "LOREKIT_TELEMETRY": "0", "DO_NOT_TRACK": "1",
+    }  # fmt: skip
+    return ["node", str(peer / "bin" / "lorekit.mjs")], env, work / "lk-checkout"
+
+
+def lorekit_run(cmd: list[str], env: dict[str, str], cwd: Path, stdin: str | None) -> float:
+    if stdin and "SESSION" in stdin:
+        stdin = stdin.replace("SESSION", f"bench-{time.time_ns()}")
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    elapsed = (time.perf_counter() - started) * 1000
+    if proc.returncode != 0:
+        raise SystemExit(f"lorekit {' '.join(cmd[2:])} failed: {proc.stderr.strip()[:300]}")
+    return elapsed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--store", type=Path, help="a Cairn home (or cairn.db) to copy; default: generate --size")
     ap.add_argument("--size", type=int, default=2000, help="lessons generated when no --store is given")
     ap.add_argument("--runs", type=int, default=9, help="calls per operation and mode")
     ap.add_argument("--cold-runs", type=int, default=3, help="calls per operation without the daemon")
+    ap.add_argument("--no-lorekit", action="store_true", help="do not time LoreKit's CLI beside Cairn")
     ap.add_argument("--ops", help="comma-separated operations (default: all), e.g. 'context,hook session-start'")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -116,6 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"unknown operation(s) {unknown}; choose from {list(ops)}")
         ops = {o: ops[o] for o in wanted}
+    lorekit = None if args.no_lorekit else lorekit_setup(home / "cairn.db", work)
+    lk_ops: dict[str, list[str]] = {
+        "write": ["write", "--scope", "project::bench", "--key", "KEY", "a lesson written by the daemon bench"],
+        "search": ["search", "retries"],  # a literal substring over key and value: its one search
+        "list": ["list"],  # every applicable scope, no page
+        "hook session-start": ["hook", "--adapter", "claude", "--event", "SessionStart", "--dir", "CHECKOUT"],
+    }
     daemon = subprocess.Popen(
         [PY, "-m", "cairn.cli.main", "serve", "--no-http", "--no-sweep"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base, cwd=home,
@@ -131,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         for _name, (argv_, stdin) in ops.items():  # warm: the first call after start loads index/model
             run(home, [a if a != "KEY" else f"w{next(counter)}" for a in argv_], base, stdin)
         for name, (argv_, stdin) in ops.items():
-            warm, cold, loads = [], [], []
+            warm, cold, loads, peer = [], [], [], []
             for i in range(max(args.runs, args.cold_runs)):
                 call = [a if a != "KEY" else f"w{next(counter)}" for a in argv_]
                 loads.append(load())
@@ -140,12 +203,23 @@ def main(argv: list[str] | None = None) -> int:
                 if i < args.cold_runs:
                     call = [a if a != "KEY" else f"w{next(counter)}" for a in argv_]
                     cold.append(run(home, call, {**base, "CAIRN_NO_DAEMON": "1"}, stdin))
+                if lorekit is not None and name in lk_ops and i < args.cold_runs:
+                    node, lk_env, checkout = lorekit
+                    lk_call = [
+                        f"lk{next(counter)}" if a == "KEY" else str(checkout) if a == "CHECKOUT" else a
+                        for a in lk_ops[name]
+                    ]
+                    lk_stdin = None
+                    if name == "hook session-start":  # the same payload, from the checkout
+                        lk_stdin = json.dumps({**PAYLOAD, "cwd": str(checkout)})
+                    peer.append(lorekit_run([*node, *lk_call], lk_env, checkout, lk_stdin))
             rows.append(
                 {
                     "op": name,
                     "daemon_p50_ms": round(statistics.median(warm), 1),
                     "no_daemon_p50_ms": round(statistics.median(cold), 1),
                     "target_ms": TARGET_MS.get(name),
+                    "lorekit_p50_ms": round(statistics.median(peer), 1) if peer else None,
                     "load": round(statistics.median(loads), 2),
                 }
             )
@@ -166,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     before = {r["op"]: r for r in json.loads(previous.read_text())["rows"]} if previous.exists() else {}
     print(f"\nEvery command through the daemon, end to end, {lessons:,} lessons (medians; load = 1-min average)\n")
     print(f"(python -c pass: {python_ms} ms at load {load():.2f})\n")
-    print(f"| operation | daemon p50 | no daemon p50 | target | met | load | vs previous |\n|{'---|' * 7}")
+    print(
+        f"| operation | daemon p50 | no daemon p50 | LoreKit p50 | target | met | load | vs previous |\n|{'---|' * 8}"
+    )
     for r in rows:
         target = r["target_ms"]
         met = "" if target is None else ("yes" if r["daemon_p50_ms"] <= target else "NO")  # type: ignore[operator]
@@ -174,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         delta = f"{(r['daemon_p50_ms'] / prev['daemon_p50_ms'] - 1) * 100:+.0f}%" if prev else ""  # type: ignore[operator]
         print(
             f"| {r['op']} | {r['daemon_p50_ms']} ms | {r['no_daemon_p50_ms']} ms | "
+            f"{'' if r['lorekit_p50_ms'] is None else str(r['lorekit_p50_ms']) + ' ms'} | "
             f"{'' if target is None else f'≤ {target} ms'} | {met} | {r['load']} | {delta} |"
         )
     previous.write_text(json.dumps(result, indent=2))

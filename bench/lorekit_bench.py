@@ -236,22 +236,36 @@ def session_start(size: int, runs: int) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def scope_dir(root: Path, scope: str) -> Path | None:
+    """Where LoreKit's local store keeps a scope's files (None: a scope kind it has no folder for)."""
+    parts = scope.split("::")
+    if parts == ["global"]:
+        return root / "global"
+    if parts[0] == "project" and len(parts) == 2:
+        return root / "project" / parts[1]
+    if parts[0] == "repo" and len(parts) == 2:
+        return root.joinpath("repo", *parts[1].split("/"))
+    if parts[0] == "branch" and len(parts) == 3:
+        return root.joinpath("branch", *parts[1].split("/"), *parts[2].split("/"))
+    return None
+
+
+def write_memory(d: Path, meta: dict[str, Any], value: str) -> None:
+    """One memory file in LoreKit's format (``src/store/format.mjs``): front matter of JSON scalars, then the value."""
+    d.mkdir(parents=True, exist_ok=True)
+    fm = "\n".join(f"{k}: {json.dumps(meta.get(k))}" for k in FIELDS)
+    slug = re.sub(r"[^a-z0-9]+", "-", str(meta["key"]).lower()).strip("-")[:80]
+    (d / f"{slug}.md").write_text(f"---\n{fm}\n---\n{value}\n", encoding="utf-8")
+
+
 def write_store(root: Path, n: int) -> None:
     """``n`` memory files in LoreKit's local layout and format (``src/store/format.mjs``)."""
     rnd = random.Random(19)
     names, weights = zip(*SCOPES, strict=True)
     for i in range(n):
         scope = rnd.choices(names, weights)[0]
-        parts = scope.split("::")
-        if parts[0] == "global":
-            d = root / "global"
-        elif parts[0] == "project":
-            d = root / "project" / parts[1]
-        elif parts[0] == "repo":
-            d = root.joinpath("repo", *parts[1].split("/"))
-        else:
-            d = root.joinpath("branch", *parts[1].split("/"), *parts[2].split("/"))
-        d.mkdir(parents=True, exist_ok=True)
+        d = scope_dir(root, scope)
+        assert d is not None
         words = rnd.sample(WORDS, 6)
         key = f"{words[0]}-{words[1]}-{i}"
         day = 1 + i % 28
@@ -272,9 +286,7 @@ def write_store(root: Path, n: int) -> None:
             "seen_count": 1 + i % 5,
         }
         value = f"Lesson {i}: when {' '.join(words)} acts up, check the {words[2]} before the {words[3]}."
-        fm = "\n".join(f"{k}: {json.dumps(meta.get(k))}" for k in FIELDS)
-        slug = re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")[:80]
-        (d / f"{slug}.md").write_text(f"---\n{fm}\n---\n{value}\n", encoding="utf-8")
+        write_memory(d, meta, value)
 
 
 def import_rate(n: int) -> dict[str, Any]:

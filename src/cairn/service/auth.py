@@ -111,7 +111,7 @@ class Auth:
         secret, token_row = new_token(user, user, "initial", ADMIN, [], expiry(None, DEFAULT_TOKEN_TTL))
         now = utcnow()
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, as_user: Principal) -> dict[str, Any]:
             if (
                 conn.execute(select(users.c.id).where(users.c.id == user)).first()
                 or conn.execute(select(tenants.c.id).where(tenants.c.id == user)).first()
@@ -125,11 +125,10 @@ class Auth:
                 )
             )
             tid = conn.execute(insert(tokens).values(**token_row).returning(tokens.c.id)).scalar_one()
-            as_user = Principal(user, principal.actor, principal.session, user_id=user)
             audit.record(conn, as_user, "account.create", detail={"account": user, "token": tid}, at=now)
             return {"user": user, "tenant": user, "token": secret, "token_id": tid, **token_public(token_row, tid)}
 
-        return self.store.run(tx, write=True, tenant=user, user=user, actor=principal.actor)
+        return write_tx(self.store, Principal(user, principal.actor, principal.session, user_id=user), tx)
 
     def ensure_tenant(self, principal: Principal, name: str | None = None) -> None:
         """Create the principal's tenant row on first use (the local single-user default)."""

@@ -32,6 +32,7 @@ from cairn.service import audit, epoch, rank_cache
 from cairn.service.mutate import apply
 from cairn.service.purge import erase
 from cairn.service.records import fetch_id
+from cairn.service.tx import write_tx
 from cairn.store.schema import (
     conversation_lessons,
     conversation_messages,
@@ -118,7 +119,7 @@ class Conversations:
             return {"recorded": False, "reason": "unknown attribution"}
         principal.require(WRITE)
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
             now = utcnow()
             if not epoch.unchanged(conn, principal.tenant_id, snapshot):
                 audit.record(
@@ -187,7 +188,7 @@ class Conversations:
             )
             return {"recorded": True, "conversation": conv_id, "turn": turn, "messages": len(kept)}
 
-        return self.cairn.store.run(tx, write=True, **principal.db_vars)
+        return write_tx(self.cairn.store, principal, tx)
 
     def list(self, principal: Principal, *, limit: int = 100) -> dict[str, Any]:  # noqa: A003 - the verb
         """The tenant's conversations, most recently active first (those attributed to scopes the
@@ -294,7 +295,7 @@ class Conversations:
         if turn is not None and message is not None:
             raise CairnError("INVALID_INPUT", "give --turn or --message, not both")
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
             now = utcnow()
             if everything:
                 ids = (
@@ -325,7 +326,7 @@ class Conversations:
             )  # fmt: skip
             return report
 
-        result = self.cairn.store.run(tx, write=True, **principal.db_vars)
+        result = write_tx(self.cairn.store, principal, tx)
         if result["purged"]:  # no kept ranking index outlives an erased lesson
             rank_cache.discard(self.cairn.store.url)
         return result

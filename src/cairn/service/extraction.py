@@ -35,6 +35,7 @@ from cairn.errors import CairnError
 from cairn.service import audit, epoch
 from cairn.service.conversations import GUARD_ACTION
 from cairn.service.records import fetch
+from cairn.service.tx import write_tx
 from cairn.service.write_input import make_write
 from cairn.store.schema import conversation_lessons, conversation_messages, conversation_turns, conversations
 
@@ -121,7 +122,7 @@ class Extraction:
         if scope is None:  # never recorded unattributed; kept as the closed default regardless
             return {"written": [], "skipped": [], "guards": []}
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
             now = utcnow()
             detail = {"conversation": conv["id"], "turn": turn}
             revision = conn.execute(
@@ -191,4 +192,4 @@ class Extraction:
             )
             return {"written": written, "skipped": skipped, "guards": []}
 
-        return self.cairn.store.run(tx, write=True, **principal.db_vars)
+        return write_tx(self.cairn.store, principal, tx)

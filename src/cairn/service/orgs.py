@@ -37,6 +37,7 @@ from cairn.service.accounts import (
     secret_hash,
 )
 from cairn.service.records import paged
+from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import (
     invites,
@@ -63,7 +64,7 @@ class Orgs:
         tenant = roles.org_tenant(slug)
         now = utcnow()
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
             if conn.execute(select(tenants.c.id).where(tenants.c.id == tenant)).first():
                 raise CairnError("CONFLICT", f"the org {slug!r} exists (org names are never reused)")
             conn.execute(insert(tenants).values(id=tenant, name=name or slug, created_at=now, kind="org"))
@@ -81,7 +82,7 @@ class Orgs:
             )
             return {"org": slug, "tenant": tenant, "name": name or slug, "role": roles.OWNER}
 
-        return self.store.run(tx, write=True, tenant=tenant, user=principal.user_id, actor=principal.actor)
+        return write_tx(self.store, in_tenant(principal, tenant), tx)
 
     def org_list(self, principal: Principal) -> dict[str, Any]:
         account_level(principal, "listing orgs", level=None)
@@ -204,7 +205,7 @@ class Orgs:
 
         invite = self.store.run(find, write=False, invite=digest, user=principal.user_id)
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
             row = conn.execute(select(invites).where(invites.c.code_hash == digest)).mappings().first()
             now = utcnow()
             if row is None:
@@ -242,9 +243,7 @@ class Orgs:
             )
             return {"org": row["tenant_id"].removeprefix(roles.ORG_PREFIX), "role": row["role"]}
 
-        return self.store.run(
-            tx, write=True, tenant=invite["tenant_id"], user=principal.user_id, actor=principal.actor, invite=digest
-        )
+        return write_tx(self.store, in_tenant(principal, invite["tenant_id"]), tx, invite=digest)
 
     def org_revoke_invite(self, principal: Principal, slug: str, invite_id: int) -> dict[str, Any]:
         def tx(conn: Connection, tenant: str, role: str | None) -> dict[str, Any]:
@@ -408,4 +407,7 @@ class Orgs:
                 raise CairnError("NOT_FOUND", f"no org {slug!r} that you belong to")
             return fn(conn, tenant, role)
 
-        return self.store.run(tx, write=write, tenant=tenant, user=principal.user_id, actor=principal.actor)
+        acting = in_tenant(principal, tenant)
+        if write:
+            return write_tx(self.store, acting, lambda conn, _acting: tx(conn))
+        return read_tx(self.store, acting, tx)

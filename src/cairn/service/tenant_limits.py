@@ -14,6 +14,7 @@ from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import audit, limits
 from cairn.service.accounts import in_tenant, operator_only
+from cairn.service.tx import write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import lessons, tenant_limits, tenants
 
@@ -53,7 +54,7 @@ class TenantLimits:
                 )
         cleaned = {k: (v or None) for k, v in given.items()}
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
             if conn.execute(select(tenants.c.id).where(tenants.c.id == tenant)).first() is None:
                 raise CairnError("NOT_FOUND", f"no tenant {tenant!r} (accounts are named, orgs are org:NAME)")
             now = utcnow()
@@ -74,4 +75,4 @@ class TenantLimits:
             lim, sources = limits.effective(conn, self.settings, tenant)
             return {"tenant": tenant, "limits": lim.public(), "sources": sources}
 
-        return self.store.run(tx, write=True, tenant=tenant, user=principal.user_id, actor=principal.actor)
+        return write_tx(self.store, in_tenant(principal, tenant), tx)

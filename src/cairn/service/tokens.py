@@ -31,6 +31,7 @@ from cairn.service.accounts import (
     token_public,
 )
 from cairn.service.records import paged
+from cairn.service.tx import write_tx
 from cairn.store.engine import Store, set_caller
 from cairn.store.schema import memberships, tokens
 
@@ -67,7 +68,7 @@ class Tokens:
             principal.user_id or "", tenant, label, level, patterns, expiry(expires, DEFAULT_TOKEN_TTL), prefix
         )
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
             role = role_of(conn, tenant, principal.user_id or "")
             if role is None or is_deleted(conn, tenant):
                 raise CairnError("NOT_FOUND", f"no org {org!r} that you belong to" if org else "no such tenant")
@@ -85,7 +86,7 @@ class Tokens:
             )
             return {"token": secret, "token_id": tid, **token_public(row, tid)}
 
-        return self.store.run(tx, write=True, tenant=tenant, user=principal.user_id, actor=principal.actor)
+        return write_tx(self.store, in_tenant(principal, tenant), tx)
 
     def token_list(
         self, principal: Principal, org: str | None = None, *, limit: int = 1000, cursor: str | None = None
@@ -141,7 +142,7 @@ class Tokens:
 
         tenant = self.store.run(locate, write=False, user=principal.user_id)
 
-        def tx(conn: Connection) -> dict[str, Any]:
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
             row = conn.execute(select(tokens).where(tokens.c.id == token_id)).mappings().first()
             if row is None:
                 raise CairnError("NOT_FOUND", f"no token {token_id} that you can see")
@@ -160,4 +161,4 @@ class Tokens:
             )
             return {"token_id": token_id, "revoked": True}
 
-        return self.store.run(tx, write=True, tenant=tenant, user=principal.user_id, actor=principal.actor)
+        return write_tx(self.store, in_tenant(principal, tenant), tx)

@@ -1,8 +1,10 @@
 """How an operation opens its one transaction: ``read_tx`` and ``write_tx``.
 
 Every service operation is one transaction (``Store.run``), opened by the module that holds the
-operation, through these two helpers: they tell the database who the caller is (row security on
-Postgres reads it), and ``write_tx`` routes a lesson write into the org that bound its scope.
+operation; every write goes through ``write_tx``. They tell the database who the caller is (row
+security on Postgres reads it), and ``write_tx`` routes a lesson write into the org that bound its
+scope. Reads made before the caller's tenant is known (a token by its hash, an invite by its code)
+name what they look up instead (``Store.run`` with ``token=`` / ``invite=``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ def read_tx(store: Store, principal: Principal, fn: Callable[[Connection], T]) -
 
 
 def write_tx(
-    store: Store, principal: Principal, fn: Callable[[Connection, Principal], T], *, route: str | None = None
+    store: Store,
+    principal: Principal,
+    fn: Callable[[Connection, Principal], T],
+    *,
+    route: str | None = None,
+    **more: str | None,
 ) -> T:
     """Run ``fn(conn, acting)`` as one write transaction; ``acting`` is the principal the write acts as.
 
@@ -36,7 +43,8 @@ def write_tx(
     is the principal in the org whose binding covers that scope, if any: for its members who may
     write, and only for a principal acting in its account's own tenant (an org token already acts in
     its org); the routed principal keeps the caller's level and scope patterns, capped by the role
-    there, and the result (a dict) says ``routed_to``.
+    there, and the result (a dict) says ``routed_to``. ``more``: what else row security needs to know
+    before the caller is a member (an invite's hash, for its acceptance).
 
     The binding is read inside the write's own transaction (a separate read would cost a round trip
     on every write); when it routes, the transaction switches to the org's tenant and, on Postgres,
@@ -44,7 +52,7 @@ def write_tx(
     other in the opposite order).
     """
     if route is None:
-        return store.run(lambda conn: fn(conn, principal), write=True, **principal.db_vars)
+        return store.run(lambda conn: fn(conn, principal), write=True, **principal.db_vars, **more)
 
     def tx(conn: Connection) -> T:
         target = _bound(conn, principal, route)
@@ -55,7 +63,7 @@ def write_tx(
             out["routed_to"] = target.tenant_id
         return out
 
-    return store.run(tx, write=True, **principal.db_vars)
+    return store.run(tx, write=True, **principal.db_vars, **more)
 
 
 def _bound(conn: Connection, principal: Principal, scope: str) -> Principal:

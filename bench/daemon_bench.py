@@ -263,8 +263,10 @@ def main(argv: list[str] | None = None) -> int:
         fig, ax = plt.subplots(figsize=(8, 4))
         names = [str(r["op"]) for r in rows]
         xs = range(len(rows))
-        ax.bar([x - 0.2 for x in xs], [r["daemon_p50_ms"] for r in rows], 0.4, label="daemon")  # type: ignore[misc]
-        ax.bar([x + 0.2 for x in xs], [r["no_daemon_p50_ms"] for r in rows], 0.4, label="no daemon")  # type: ignore[misc]
+        ax.bar([x - 0.27 for x in xs], [r["daemon_p50_ms"] for r in rows], 0.27, label="daemon")  # type: ignore[misc]
+        ax.bar(list(xs), [r["no_daemon_p50_ms"] for r in rows], 0.27, label="no daemon")  # type: ignore[misc]
+        if any(r["lorekit_p50_ms"] for r in rows):
+            ax.bar([x + 0.27 for x in xs], [r["lorekit_p50_ms"] or 0 for r in rows], 0.27, label="LoreKit CLI")  # type: ignore[misc]
         ax.axhline(100, color="red", linestyle="--", linewidth=1, label="target 100 ms")
         ax.set_xticks(list(xs), names, rotation=30, ha="right")
         ax.set_ylabel("ms, p50 end to end")

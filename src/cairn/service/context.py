@@ -222,7 +222,7 @@ def _relevance(
     """
     import numpy as np
 
-    from cairn.service.search import _cosines
+    from cairn.service.search_arms import cosines as _cosines
 
     ids = arrays.ids[pos]
     out = np.zeros(len(ids), dtype=np.float64)

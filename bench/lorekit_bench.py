@@ -157,14 +157,17 @@ def session_start(size: int, runs: int) -> dict[str, Any]:
 
         rungs = ["project::api", "branch::acme/api::feat/retry-backoff", "repo::acme/api", "global"]
         get("/memories/scopes")  # warm the server once, as any long-running server is
-        times = []
+        times, scope_map = [], []
         for _ in range(runs):
             t0 = time.perf_counter()
             for s in rungs:
                 get(f"/memories?scope={urllib.parse.quote(s)}&limit=100")
+            t1 = time.perf_counter()
             get("/memories/scopes")
+            scope_map.append(time.perf_counter() - t1)
             times.append(time.perf_counter() - t0)
         out["surface_5_requests"] = ms(times)
+        out["scope_map"] = ms(scope_map)  # the one request that aggregates the whole store
 
         ctx_times, header = [], ""
         for _ in range(runs):
@@ -343,6 +346,7 @@ def report(r: dict[str, Any], prev: dict[str, Any] | None) -> str:
     for name, label in (
         ("lorekit_session_start", "LoreKit SessionStart hook (node, 5 requests)"),
         ("surface_5_requests", "  the same 5 requests from Python"),
+        ("scope_map", "  of which GET /memories/scopes"),
         ("cairn_context", "cairn context (warm daemon)"),
     ):
         m = ss.get(name) or {}

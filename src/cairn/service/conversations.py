@@ -26,9 +26,17 @@ from cairn.core.content import content_hash, content_identity
 from cairn.core.gateway import Attribution, memory_block
 from cairn.core.lesson import CANDIDATE_FATES, MAX_PAGE
 from cairn.core.principal import READ, WRITE, Principal
-from cairn.core.timeparse import format_time, utcnow
+from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service import audit, epoch, rank_cache
+from cairn.service.conversation_rows import (
+    MAX_MESSAGE_CHARS,
+    conversation_public,
+    conversation_row,
+    forgotten_identities,
+    thread_marks,
+    visible,
+)
 from cairn.service.mutate import apply
 from cairn.service.purge import erase
 from cairn.service.records import fetch_id
@@ -47,7 +55,6 @@ if TYPE_CHECKING:
 
 # The end of a long user turn holds the failure (recall reads at most this much itself).
 RECALL_TEXT_MAX = 8000
-MAX_MESSAGE_CHARS = 256 * 1024  # a message's recorded text; beyond it the end is kept (errors end there)
 FORGET_ACTION = "conversation-forget"
 GUARD_ACTION = "gateway-guard"
 
@@ -126,7 +133,7 @@ class Conversations:
                     conn, principal, GUARD_ACTION, detail={"guard": epoch.GUARD, "thread": thread, "discarded": "turn"}
                 )
                 return {"recorded": False, "reason": "guard", "guard": epoch.GUARD}
-            marks = _thread_marks(conn, principal, thread)
+            marks = thread_marks(conn, principal, thread)
             if marks["conversation"]:
                 return {"recorded": False, "reason": "forgotten conversation"}
             conv = (
@@ -155,7 +162,7 @@ class Conversations:
                 conv_id, turns = conv["id"], conv["turns"]
             turn = turns + 1
             rows = fresh + ([(len(messages), ("assistant", answer))] if answer is not None else [])
-            forgotten = _forgotten_identities(conn, principal, rows)
+            forgotten = forgotten_identities(conn, principal, rows)
             kept = []
             for position, (role, text) in rows:
                 if position in marks["positions"]:
@@ -215,8 +222,8 @@ class Conversations:
                 .mappings()
                 .all()
             )
-            visible = [r for r in rows if _visible(principal, r)]
-            return {"conversations": [_conversation_public(r) for r in visible]}
+            shown = [r for r in rows if visible(principal, r)]
+            return {"conversations": [conversation_public(r) for r in shown]}
 
         return self.cairn.store.run(tx, write=False, **principal.db_vars)
 
@@ -225,7 +232,7 @@ class Conversations:
         principal.require(READ)
 
         def tx(conn: Connection) -> dict[str, Any]:
-            conv = _conversation(conn, principal, conversation_id)
+            conv = conversation_row(conn, principal, conversation_id)
             msgs = (
                 conn.execute(
                     select(conversation_messages)
@@ -249,7 +256,7 @@ class Conversations:
                 row = fetch_id(conn, principal, lesson_id)
                 if row is not None:
                     derived.append({"turn": turn, "scope": row["scope"], "key": row["key"], "trust": row["trust"]})
-            out = _conversation_public({**conv, "kept": len(msgs)})
+            out = conversation_public({**conv, "kept": len(msgs)})
             out["transcript"] = [
                 {
                     "id": m["id"],
@@ -307,12 +314,12 @@ class Conversations:
                     .scalars()
                     .all()
                 )
-                convs = [_conversation(conn, principal, i) for i in ids]
+                convs = [conversation_row(conn, principal, i) for i in ids]
             else:
-                convs = [_conversation(conn, principal, conversation_id)]  # type: ignore[arg-type]
+                convs = [conversation_row(conn, principal, conversation_id)]  # type: ignore[arg-type]
             report: dict[str, Any] = {"conversations": [], "tombstones": 0, "archived": [], "purged": []}
             for conv in convs:
-                if not _visible(principal, conv):
+                if not visible(principal, conv):
                     raise CairnError("FORBIDDEN", f"conversation {conv['id']} is outside this token's scopes")
                 one = self._forget_in(conn, principal, conv, turn, message, candidates, now)
                 report["conversations"].append(one)
@@ -471,74 +478,3 @@ class Conversations:
             )  # fmt: skip
             purged.append(address)
         return archived, purged
-
-
-def _conversation(conn: Connection, principal: Principal, conversation_id: int) -> dict[str, Any]:
-    row = (
-        conn.execute(
-            select(conversations).where(
-                conversations.c.tenant_id == principal.tenant_id, conversations.c.id == conversation_id
-            )
-        )
-        .mappings()
-        .first()
-    )
-    if row is None:
-        raise CairnError("NOT_FOUND", f"no conversation {conversation_id} (cairn conversation list)")
-    return dict(row)
-
-
-def _visible(principal: Principal, conv: Any) -> bool:
-    where = Attribution(conv["repo"], conv["branch"], conv["project"], "headers")
-    return principal.can_see(where.narrowest() or "global")
-
-
-def _thread_marks(conn: Connection, principal: Principal, thread: str) -> dict[str, Any]:
-    rows = conn.execute(
-        select(conversation_tombstones.c.kind, conversation_tombstones.c.position).where(
-            conversation_tombstones.c.tenant_id == principal.tenant_id, conversation_tombstones.c.thread == thread
-        )
-    ).all()
-    return {
-        "conversation": any(kind == "conversation" for kind, _ in rows),
-        "positions": {pos for kind, pos in rows if kind == "message" and pos is not None},
-    }
-
-
-def _forgotten_identities(conn: Connection, principal: Principal, rows: list[tuple[int, tuple[str, str]]]) -> set[str]:
-    """Which of these messages' (and their sentences') identities are tombstoned."""
-    wanted: set[str] = set()
-    for _, (_, text) in rows:
-        wanted |= core.identities(text[-MAX_MESSAGE_CHARS:])
-    if not wanted:
-        return set()
-    found: set[str] = set()
-    ordered = sorted(wanted)
-    for i in range(0, len(ordered), 500):
-        found.update(
-            conn.execute(
-                select(conversation_tombstones.c.identity).where(
-                    conversation_tombstones.c.tenant_id == principal.tenant_id,
-                    conversation_tombstones.c.kind == "content",
-                    conversation_tombstones.c.identity.in_(ordered[i : i + 500]),
-                )
-            ).scalars()
-        )
-    return found
-
-
-def _conversation_public(row: Any) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "protocol": row["protocol"],
-        "model": row["model"],
-        "repo": row["repo"],
-        "branch": row["branch"],
-        "project": row["project"],
-        "turns": row["turns"],
-        "messages": row["kept"],
-        "revision": row["revision"],
-        "created_at": format_time(row["created_at"]),
-        "updated_at": format_time(row["updated_at"]),
-        "created_by": row["created_by"],
-    }

@@ -7,6 +7,7 @@ the same database file. A test that must prove the file was used forbids the ful
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +229,26 @@ def test_an_erasure_removes_the_kept_files(processes: Any, me: Principal, home: 
     assert files(home) == []
     shown, _ = block(processes(), me)
     assert shown == [(R, "keeper")] and files(home)
+
+
+def test_vectors_kept_for_search_and_vectors_drained_since_reach_the_next_process(
+    processes: Any, me: Principal, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Search keeps the index with its float16 vectors in a second file; a vector drained after that
+    file was written (no audit row: the embed generation moves) is in the next process's index."""
+    first = processes()
+    first.write(me, R, "http-retries", "Retry idempotent HTTP calls with jittered backoff")
+    first.write(me, G, "cache-keys", "Put the lockfile hash in the cache key")
+    assert first.drain_embeddings(me) == 2
+    first.search(me, "retries backoff")
+    assert len(files(home)) == 1  # the index with its vectors (context alone keeps one without)
+    first.write(me, G, "retry-budget", "Cap outbound retries with a retry budget per client")
+    drainer = processes()
+    assert drainer.drain_embeddings(me) == 1
+    no_full_build(monkeypatch)
+    cold = processes()
+    hits = cold.search(me, "retry budget outbound")
+    idx = cold.caches.ranks.get(me.tenant_id)
+    assert idx.vectors and len(idx.arrays.ids) == 3 and idx.arrays.has_vec.all()
+    assert idx.arrays.half.shape == (3, idx.dim) and idx.dim > 0
+    assert "retry-budget" in json.dumps(hits)

@@ -58,7 +58,7 @@ def test_import_brings_versions_supersessions_archive_and_links(
 
 def test_import_needs_a_known_source_and_a_corpus(tmp_path: Path, gw_env: dict[str, str]) -> None:
     home = tmp_path / "home"
-    rc, bad = _cairn(home, gw_env, "import", "--from", "lorekit", str(tmp_path))
+    rc, bad = _cairn(home, gw_env, "import", "--from", "kiwi-mem", str(tmp_path))
     assert (rc, bad["reason"]["code"]) == (1, "INVALID_INPUT") and "memory-gateway" in bad["reason"]["message"]
     rc, missing = _cairn(home, gw_env, "import", "--from", "memory-gateway", str(tmp_path / "nope"))
     assert (rc, missing["reason"]["code"]) == (1, "INVALID_INPUT")

@@ -231,6 +231,35 @@ def test_an_erasure_removes_the_kept_files(processes: Any, me: Principal, home: 
     assert shown == [(R, "keeper")] and files(home)
 
 
+def test_a_build_read_before_an_erasure_keeps_no_file_of_it(
+    processes: Any, me: Principal, home: Path, monkeypatch: pytest.MonkeyPatch, clock: Any
+) -> None:
+    """A process that read the lessons before an erasure committed must not leave the erased lesson
+    in a file written after the erasure removed the files (it would outlive the erasure there)."""
+    from cairn.core.principal import Principal as P
+
+    setup = processes()
+    setup.write(me, R, "secret", "a lesson that will be forgotten and erased")
+    setup.write(me, R, "keeper", "a lesson that stays")
+    human = P(me.tenant_id, me.actor, me.session, me.permissions, me.scope_patterns, True)
+    rank_cache.discard(setup.store.url)
+    assert files(home) == []
+    real = RankIndex._load_all
+    eraser = processes()
+
+    def read_then_erasure_elsewhere(self: RankIndex, conn: Any) -> None:
+        real(self, conn)  # this process's snapshot holds the lesson
+        monkeypatch.setattr(RankIndex, "_load_all", real)
+        eraser.reject(human, R, "secret", "leaked a token")  # another process: forget, erase
+        eraser.erase_forgotten(human, R, "secret")
+
+    monkeypatch.setattr(RankIndex, "_load_all", read_then_erasure_elsewhere)
+    block(processes(), me)
+    assert files(home) == [], "a file holding the erased lesson was written after the erasure"
+    shown, _ = block(processes(), me)  # the next process builds afresh, without the lesson, and keeps it
+    assert shown == [(R, "keeper")] and len(files(home)) == 1
+
+
 def test_vectors_kept_for_search_and_vectors_drained_since_reach_the_next_process(
     processes: Any, me: Principal, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,10 @@ restored backup or another store at the same path). A file that fails any check,
 at all (truncated, corrupted, another format), is ignored and replaced by the next full build. No
 lesson text is stored: ids, numbers, key hashes, scope names, sign bits and (for search) vectors, the
 same as the database beside it holds, owner-only; an erasure (``service/purge.py``) removes the files,
-so an erased lesson's vector does not outlive it here.
+so an erased lesson's vector does not outlive it here. A process whose read began before an erasure
+committed must not write the erased lesson back after that removal: ``save`` compares the tenant's
+deletion epoch in its own snapshot with the latest committed one, before and after writing, and
+writes nothing (or removes what it wrote) when they differ.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from cairn.service import epoch
 from cairn.store.schema import audit_log
 
 if TYPE_CHECKING:
@@ -69,6 +73,13 @@ def discard(url: str) -> None:
 def _file(directory: Path, idx: RankIndex, vectors: bool) -> Path:
     name = hashlib.sha256(f"{idx.tenant_id}\0{idx.model}\0{int(vectors)}".encode()).hexdigest()[:32]
     return directory / f"{name}.npz"
+
+
+def _latest_epoch(conn: Connection, tenant_id: str) -> int:
+    """The tenant's deletion epoch as last committed (a fresh connection: ``conn``'s read
+    transaction sees its own snapshot)."""
+    with conn.engine.connect() as fresh:
+        return epoch.current(fresh, tenant_id)
 
 
 def _head_hash(conn: Connection, tenant_id: str, seq: int) -> str | None:
@@ -141,6 +152,9 @@ def save(idx: RankIndex, conn: Connection, directory: Path) -> None:
         "scopes": idx.scopes, "buckets": idx.buckets,
         "embed_mark": idx.embed_mark, "embed_gen": idx.embed_gen, "embed_seen": sorted(idx.embed_seen),
     }  # fmt: skip
+    seen_epoch = epoch.current(conn, idx.tenant_id)  # the epoch of the snapshot the arrays come from
+    if _latest_epoch(conn, idx.tenant_id) != seen_epoch:
+        return  # an erasure committed after this snapshot was read: its lessons may be in the arrays
     arrays: dict[str, Any] = {f: getattr(idx.arrays, f) for f in _FIELDS}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     tmp = None
@@ -149,8 +163,13 @@ def save(idx: RankIndex, conn: Connection, directory: Path) -> None:
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")  # created owner-only (0600)
         with os.fdopen(fd, "wb") as out:
             np.savez(out, **arrays)
-        os.replace(tmp, _file(directory, idx, idx.vectors))
+        target = _file(directory, idx, idx.vectors)
+        os.replace(tmp, target)
         tmp = None
+        if _latest_epoch(conn, idx.tenant_id) != seen_epoch:
+            # The erasure committed while the file was written; its own discard may have run before
+            # the file appeared, so the file is removed here.
+            target.unlink(missing_ok=True)
     except OSError:
         pass
     finally:

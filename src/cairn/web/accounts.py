@@ -18,10 +18,12 @@ from cairn.web.deps import (
     View,
     arg,
     call,
+    cursor_arg,
     field_,
     int_arg,
     next_url,
     paging,
+    refusal,
 )
 
 router = APIRouter()
@@ -31,8 +33,8 @@ async def tokens_view(
     dash: Dash, view: View, created: dict[str, Any] | None = None, status: int = 200, refused: CairnError | None = None
 ) -> Response:
     p = view.principal
-    cursor = arg(view, "cursor", 600)
-    error = {"code": refused.code, "message": refused.message} if refused else None
+    cursor = cursor_arg(view)
+    error = refusal(refused) if refused else None
     rows: list[dict[str, Any]] = []
     orgs: list[dict[str, Any]] = []
     next_cursor = None
@@ -41,7 +43,7 @@ async def tokens_view(
         rows, next_cursor = out["tokens"], out.get("next_cursor")
         orgs = (await call(dash.svc.org_list, p))["orgs"]
     except CairnError as exc:
-        error = {"code": exc.code, "message": exc.message}
+        error = refusal(exc)
     return dash.render(
         view, "tokens.html", status=status, rows=rows, orgs=orgs, created=created, error=error,
         next_cursor=next_cursor,
@@ -95,11 +97,11 @@ async def orgs_page(view: PageView, dash: Dash) -> Response:
         orgs = (await call(dash.svc.org_list, view.principal))["orgs"]
         chosen = chosen or (orgs[0]["org"] if orgs else None)
         if chosen:
-            cursor = arg(view, "cursor", 600)
+            cursor = cursor_arg(view)
             out = await call(dash.svc.org_members, view.principal, chosen, **paging({}, cursor))
             members, next_cursor, manage = out["members"], out.get("next_cursor"), out["can_manage"]
     except CairnError as exc:
-        error = {"code": exc.code, "message": exc.message}
+        error = refusal(exc)
     return dash.render(
         view,
         "orgs.html",

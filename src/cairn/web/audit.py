@@ -10,14 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 from cairn.core.principal import ADMIN
 from cairn.core.timeparse import parse_time
 from cairn.errors import CairnError
-from cairn.web.deps import (
-    PAGE_SIZE,
-    Dash,
-    PageView,
-    arg,
-    call,
-    paging,
-)
+from cairn.web.deps import PAGE_SIZE, Dash, PageView, arg, call, cursor_arg, paging, refusal
 
 router = APIRouter()
 
@@ -28,7 +21,7 @@ async def audit_page(view: PageView, dash: Dash) -> Response:
     p = view.principal
     assert p is not None
     scope, key, since_raw = arg(view, "scope"), arg(view, "key", 200), arg(view, "since", 60)
-    cursor = arg(view, "cursor", 600)
+    cursor = cursor_arg(view)
     error = None
     entries: list[dict[str, Any]] = []
     next_cursor = None
@@ -39,7 +32,7 @@ async def audit_page(view: PageView, dash: Dash) -> Response:
         )
         entries, next_cursor = list(reversed(out["entries"])), out.get("next_cursor")
     except CairnError as exc:
-        error = {"code": exc.code, "message": exc.message}
+        error = refusal(exc)
     chain = None
     if ADMIN in p.permissions:
         try:

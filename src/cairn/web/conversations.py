@@ -5,16 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from cairn.web.deps import (
-    Dash,
-    Form,
-    PageView,
-    PostView,
-    arg,
-    call,
-    field_,
-    int_arg,
-)
+from cairn.web.deps import Dash, Form, PageView, PostView, arg, call, field_, int_arg
 
 router = APIRouter()
 

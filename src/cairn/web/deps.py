@@ -252,6 +252,11 @@ def int_arg(raw: str | None, name: str) -> int | None:
     return int(raw)
 
 
+def cursor_arg(view: View) -> str | None:
+    """The page's cursor: opaque, from the previous page's ``next_cursor``, bounded like every argument."""
+    return arg(view, "cursor", 600)
+
+
 def paging(kwargs: dict[str, Any], cursor: str | None) -> dict[str, Any]:
     """Pass ``cursor`` only when the page was asked for one (lists without paging still work)."""
     if cursor:

@@ -20,10 +20,12 @@ from cairn.web.deps import (
     View,
     arg,
     call,
+    cursor_arg,
     field_,
     int_arg,
     next_url,
     paging,
+    refusal,
 )
 
 router = APIRouter()
@@ -34,7 +36,7 @@ async def lessons_page(view: PageView, dash: Dash) -> Response:
     """Browse (scope, tag, trust; newest first, paged) or search (text, best first)."""
     p = view.principal
     scope, tag, trust = arg(view, "scope"), arg(view, "tag", 64), arg(view, "trust", 20)
-    q, cursor = arg(view, "q", MAX_QUERY_CHARS), arg(view, "cursor", 600)
+    q, cursor = arg(view, "q", MAX_QUERY_CHARS), cursor_arg(view)
     scopes = (await call(dash.svc.scopes, p))["scopes"]
     error = None
     rows: list[dict[str, Any]] = []
@@ -53,7 +55,7 @@ async def lessons_page(view: PageView, dash: Dash) -> Response:
             rows, next_cursor = listed["lessons"], listed.get("next_cursor")
             truncated = bool(listed.get("truncated")) and not next_cursor
     except CairnError as exc:  # a bad filter is shown above the (empty) table, not as a dead end
-        error = {"code": exc.code, "message": exc.message}
+        error = refusal(exc)
     filters = {"scope": scope, "tag": tag, "trust": trust, "q": q}
     return dash.render(
         view,
@@ -85,7 +87,7 @@ async def lesson_page(view: PageView, dash: Dash) -> Response:
         try:
             diff = await call(dash.svc.diff, p, scope, key, v1, v2)
         except CairnError as exc:
-            diff_error = {"code": exc.code, "message": exc.message}
+            diff_error = refusal(exc)
     elif len(versions) >= 2:
         v1, v2 = versions[-2]["version"], versions[-1]["version"]
     sessions = sorted({v["session"] for v in versions if v["session"]})

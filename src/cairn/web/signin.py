@@ -7,17 +7,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cairn.errors import CairnError
 from cairn.web import session as sess
-from cairn.web.deps import (
-    CsrfRefused,
-    Dash,
-    Form,
-    View,
-    call,
-    clear_cookie,
-    field_,
-    next_url,
-    set_cookie,
-)
+from cairn.web.deps import CsrfRefused, Dash, Form, View, call, clear_cookie, field_, next_url, set_cookie
 
 router = APIRouter()
 

@@ -10,17 +10,7 @@ from starlette.datastructures import FormData
 
 from cairn.api.problems import STATUS
 from cairn.errors import CairnError
-from cairn.web.deps import (
-    Dash,
-    Form,
-    PageView,
-    PostView,
-    View,
-    arg,
-    call,
-    field_,
-    next_url,
-)
+from cairn.web.deps import Dash, Form, PageView, PostView, View, arg, call, field_, next_url, refusal
 
 router = APIRouter()
 
@@ -29,13 +19,13 @@ async def webhooks_view(
     dash: Dash, view: View, created: dict[str, Any] | None = None, status: int = 200, refused: CairnError | None = None
 ) -> Response:
     org = arg(view, "org", 64) or None
-    error = {"code": refused.code, "message": refused.message} if refused else None
+    error = refusal(refused) if refused else None
     rows: list[dict[str, Any]] = []
     orgs: list[dict[str, Any]] = []
     try:
         rows = (await call(dash.svc.webhook_list, view.principal, org=org))["webhooks"]
     except CairnError as exc:  # a non-admin sees why, not an empty list
-        error = error or {"code": exc.code, "message": exc.message}
+        error = error or refusal(exc)
     try:
         orgs = (await call(dash.svc.org_list, view.principal))["orgs"]
     except CairnError:

@@ -1,4 +1,5 @@
-"""CLI fixtures: every test here runs the real ``cairn`` entry point in a subprocess."""
+"""CLI fixtures: every test here runs the real ``cairn`` entry point, in the test's process
+(``tests/conftest.py:run_cli``) unless it needs a process of its own (``run_cli_process``)."""
 
 from __future__ import annotations
 

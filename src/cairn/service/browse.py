@@ -23,7 +23,7 @@ from cairn.core.principal import READ, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
-from cairn.service.records import fetch, fetch_id, paged, public, status
+from cairn.service.records import fetch_id, fetch_known, paged, public, status
 from cairn.service.tx import read_tx
 from cairn.store import predicates
 from cairn.store.engine import Store
@@ -78,9 +78,7 @@ class Browse:
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
-            row = fetch(conn, principal, scope, key)
-            if row is None or row["trust"] == "rejected":
-                raise CairnError("NOT_FOUND", f"no lesson at {scope} {key}", {"scope": scope, "key": key})
+            row = fetch_known(conn, principal, scope, key, with_address=True)
             edges = (
                 conn.execute(
                     select(links)

@@ -15,7 +15,7 @@ from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service import audit
-from cairn.service.records import fetch, fetch_id, status
+from cairn.service.records import fetch, fetch_id, fetch_known, status
 from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import links
@@ -39,11 +39,7 @@ class Graph:
 
         def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
-            src, dst = fetch(conn, principal, *a), fetch(conn, principal, *b)
-            for addr, row in ((a, src), (b, dst)):
-                if row is None or row["trust"] == "rejected":
-                    raise CairnError("NOT_FOUND", f"no lesson at {addr[0]} {addr[1]}")
-            assert src is not None and dst is not None
+            src, dst = fetch_known(conn, principal, *a), fetch_known(conn, principal, *b)
             exists = conn.execute(
                 select(links.c.id).where(links.c.src_id == src["id"], links.c.dst_id == dst["id"], links.c.rel == rel)
             ).first()

@@ -17,7 +17,7 @@ from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.service.lessons import Lessons
 from cairn.service.mutate import apply
-from cairn.service.records import active_clause, fetch, public, status
+from cairn.service.records import active_clause, fetch, fetch_known, public, status
 from cairn.service.tombstones import check_tombstones
 from cairn.service.tx import write_tx
 from cairn.service.write_input import make_write
@@ -43,9 +43,7 @@ class Lifecycle:
 
         def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
-            before = fetch(conn, principal, scope, key)
-            if before is None or before["trust"] == "rejected":
-                raise CairnError("NOT_FOUND", f"no lesson at {scope} {key}", {"scope": scope, "key": key})
+            before = fetch_known(conn, principal, scope, key, with_address=True)
             return fn(conn, principal, before, now)
 
         return write_tx(self.store, principal, tx)
@@ -117,9 +115,8 @@ class Lifecycle:
         def tx(conn: Connection, principal: Principal) -> dict[str, Any]:  # in the org, if the scope is bound
             now = utcnow()
             if target_addr is not None:
-                target = fetch(conn, principal, *target_addr)
-                if target is None or target["trust"] == "rejected":
-                    raise CairnError("NOT_FOUND", f"no lesson at {target_addr[0]} {target_addr[1]} to supersede")
+                refusal = f"no lesson at {target_addr[0]} {target_addr[1]} to supersede"
+                target = fetch_known(conn, principal, *target_addr, refusal)
                 if target["superseded_by"] is not None:
                     raise CairnError("CONFLICT", f"{target_addr[0]} {target_addr[1]} was already superseded")
             else:

@@ -18,6 +18,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from cairn.core import cursor as cursors
 from cairn.core.principal import Principal
 from cairn.core.timeparse import format_time
+from cairn.errors import CairnError
 from cairn.store import predicates
 from cairn.store.predicates import status
 from cairn.store.schema import lessons
@@ -118,6 +119,26 @@ def fetch(conn: Connection, principal: Principal, scope: str, key: str) -> dict[
     params = {"tenant": principal.tenant_id, "scope": scope, "key": key}
     row = conn.execute(_BY_ADDRESS, params).mappings().first()
     return dict(row) if row else None
+
+
+def fetch_known(
+    conn: Connection,
+    principal: Principal,
+    scope: str,
+    key: str,
+    refusal: str | None = None,
+    *,
+    with_address: bool = False,
+) -> dict[str, Any]:
+    """The lesson at an address in any state but rejected, or NOT_FOUND: a rejected lesson is gone for
+    every read and change (only the audit and its tombstone remember it). ``refusal`` words the error
+    where the default ("no lesson at SCOPE KEY") would not say which lesson; ``with_address`` adds the
+    address to the error's data."""
+    row = fetch(conn, principal, scope, key)
+    if row is None or row["trust"] == "rejected":
+        data = {"scope": scope, "key": key} if with_address else None
+        raise CairnError("NOT_FOUND", refusal or f"no lesson at {scope} {key}", data)
+    return row
 
 
 def fetch_id(conn: Connection, principal: Principal, lesson_id: int) -> dict[str, Any] | None:

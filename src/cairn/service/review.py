@@ -15,9 +15,8 @@ from cairn.core.keys import normalize_key
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
-from cairn.errors import CairnError
 from cairn.service.mutate import apply
-from cairn.service.records import active_clause, fetch, paged, public
+from cairn.service.records import active_clause, fetch_known, paged, public
 from cairn.service.tombstones import Tombstones, check_limit, check_tombstones
 from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
@@ -60,9 +59,7 @@ class Review:
 
         def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
-            before = fetch(conn, principal, scope, key)
-            if before is None or before["trust"] == "rejected":
-                raise CairnError("NOT_FOUND", f"no reviewable lesson at {scope} {key}")
+            before = fetch_known(conn, principal, scope, key, f"no reviewable lesson at {scope} {key}")
             if before["trust"] == "verified":
                 return {"changed": False, "lesson": public(before, now)}
             # Vouching for content that was forgotten elsewhere would give it back its authority.

@@ -10,7 +10,8 @@ purged rejection is still a rejection.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select
@@ -67,19 +68,7 @@ class Purge:
                 )
             targets = conn.execute(q.order_by(lessons.c.id)).mappings().all()
             for t in targets:
-                erased = erase(conn, principal, t["id"])
-                audit.record(
-                    conn,
-                    principal,
-                    "purge",
-                    lesson_id=t["id"],
-                    scope=t["scope"],
-                    key=t["key"],
-                    version_before=t["version"],
-                    hash_before=t["content_hash"],
-                    detail={"sweep": sweep, "versions_erased": erased},
-                    at=now,
-                )
+                erase_audited(conn, principal, t, sweep, now)
             return {
                 "sweep": sweep,
                 "purged": len(targets),
@@ -111,25 +100,32 @@ class Purge:
                     f"{scope} {key} is not forgotten; only a forgotten lesson is erased "
                     f'(cairn forget {scope} {key} --reason "..." first)',
                 )
-            erased = erase(conn, principal, row["id"])
-            audit.record(
-                conn,
-                principal,
-                "purge",
-                lesson_id=row["id"],
-                scope=scope,
-                key=key,
-                version_before=row["version"],
-                hash_before=row["content_hash"],
-                detail={"sweep": "forgotten", "versions_erased": erased},
-                at=now,
-            )
+            erased = erase_audited(conn, principal, row, "forgotten", now)
             return {"erased": True, "versions_erased": erased, "scope": scope, "key": key}
 
         result = write_tx(self.store, principal, tx)
         if result["erased"]:
             rank_cache.discard(self.store.url)
         return result
+
+
+def erase_audited(conn: Connection, principal: Principal, row: Mapping[str, Any], sweep: str, now: datetime) -> int:
+    """Erase one lesson (``row``: its id, address, version and content hash) and write its purge row,
+    which keeps only the hash: the chain still verifies and says what was erased, by which sweep."""
+    erased = erase(conn, principal, row["id"])
+    audit.record(
+        conn,
+        principal,
+        "purge",
+        lesson_id=row["id"],
+        scope=row["scope"],
+        key=row["key"],
+        version_before=row["version"],
+        hash_before=row["content_hash"],
+        detail={"sweep": sweep, "versions_erased": erased},
+        at=now,
+    )
+    return erased
 
 
 def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:

@@ -3,6 +3,7 @@ expired and the scope map."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter
@@ -127,24 +128,18 @@ async def lesson_action(dash: Dash, view: View, form: FormData, op: str) -> Resp
     return dash.done(view, back, "ok", msg)
 
 
-@router.post("/lesson/verify", response_class=HTMLResponse)
-async def lesson_verify(form: Form, view: PostView, dash: Dash) -> Response:
-    return await lesson_action(dash, view, form, "verify")
+def _action_route(op: str) -> Callable[..., Awaitable[Response]]:
+    """The POST handler of one lesson action; its form says which lesson, ``op`` what to do."""
+
+    async def route(form: Form, view: PostView, dash: Dash) -> Response:
+        return await lesson_action(dash, view, form, op)
+
+    route.__name__ = route.__qualname__ = f"lesson_{op}"
+    return route
 
 
-@router.post("/lesson/reject", response_class=HTMLResponse)
-async def lesson_reject(form: Form, view: PostView, dash: Dash) -> Response:
-    return await lesson_action(dash, view, form, "reject")
-
-
-@router.post("/lesson/archive", response_class=HTMLResponse)
-async def lesson_archive(form: Form, view: PostView, dash: Dash) -> Response:
-    return await lesson_action(dash, view, form, "archive")
-
-
-@router.post("/lesson/restore", response_class=HTMLResponse)
-async def lesson_restore(form: Form, view: PostView, dash: Dash) -> Response:
-    return await lesson_action(dash, view, form, "restore")
+for _op in ("verify", "reject", "archive", "restore"):
+    router.add_api_route(f"/lesson/{_op}", _action_route(_op), methods=["POST"], response_class=HTMLResponse)
 
 
 @router.get("/scopes", response_class=HTMLResponse)

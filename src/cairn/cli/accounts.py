@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cairn.core.lesson import MAX_PAGE
+from cairn.cli.args import CursorOpt, LimitOpt
 
 # A bare group prints one envelope like every command (tests/cli/test_envelope.py): the listing
 # where there is one, else a refusal that names the subcommands.
@@ -32,6 +32,12 @@ def _svc() -> tuple[Any, Any]:
     from cairn.cli.app import svc
 
     return svc()
+
+
+def _call(op: str, *args: Any, **kwargs: Any) -> Any:
+    """Run one service operation as the caller (local store or server) and return its result."""
+    service, p = _svc()
+    return getattr(service, op)(p, *args, **kwargs)
 
 
 def _ok(data: dict[str, Any], text: str) -> None:
@@ -95,24 +101,21 @@ def limits_default(ctx: typer.Context) -> None:
 @org_app.command("create")
 def org_create(org: ORG, name: Annotated[str | None, typer.Option(help="display name")] = None) -> None:
     """Create an org; you become its owner."""
-    service, p = _svc()
-    r = service.org_create(p, org, name)
+    r = _call("org_create", org, name)
     _ok(r, f"created org {r['org']} (you are its owner); invite people with: cairn org invite {r['org']}")
 
 
 @org_app.command("list")
 def org_list() -> None:
     """The orgs you belong to, with your role in each."""
-    service, p = _svc()
-    r = service.org_list(p)
+    r = _call("org_list")
     _ok(r, _table(r["orgs"], ["org", "role", "name"], "you belong to no org"))
 
 
 @org_app.command("rename")
 def org_rename(org: ORG, name: Annotated[str, typer.Argument(help="the new display name")]) -> None:
     """Change an org's display name (admins and owners; the slug never changes)."""
-    service, p = _svc()
-    r = service.org_rename(p, org, name)
+    r = _call("org_rename", org, name)
     _ok(r, f"org {org} is now called {r['name']!r} (was {r['was']!r})")
 
 
@@ -122,8 +125,7 @@ def org_delete(
     confirm: Annotated[str | None, typer.Option(help="the org's name again: deleting erases all its lessons")] = None,
 ) -> None:
     """Delete an org (owners only): erases its lessons, revokes its tokens and invites; the audit log stays."""
-    service, p = _svc()
-    r = service.org_delete(p, org, confirm)
+    r = _call("org_delete", org, confirm)
     _ok(r, f"deleted org {org}: {r['lessons_erased']} lesson(s) erased")
 
 
@@ -134,8 +136,7 @@ def org_invite(
     expires: Annotated[str, typer.Option(help="how long the code works, e.g. 7d, 12h")] = "7d",
 ) -> None:
     """Make a single-use invite code (shown once) for someone to join with `cairn org accept CODE`."""
-    service, p = _svc()
-    r = service.org_invite(p, org, role, expires)
+    r = _call("org_invite", org, role, expires)
     _ok(r, f"{r['code']}\ninvite {r['invite_id']} to {org} as {r['role']}, valid until {r['expires_at']}; "
         "this code is shown once")  # fmt: skip
 
@@ -143,68 +144,60 @@ def org_invite(
 @org_app.command("invites")
 def org_invites(org: ORG) -> None:
     """An org's invites and their state (admins and owners)."""
-    service, p = _svc()
-    r = service.org_invites(p, org)
+    r = _call("org_invites", org)
     _ok(r, _table(r["invites"], ["id", "role", "state", "created_by", "expires_at"], "no invites"))
 
 
 @org_app.command("accept")
 def org_accept(code: Annotated[str, typer.Argument(help="the invite code you were given")]) -> None:
     """Join an org with an invite code."""
-    service, p = _svc()
-    r = service.org_accept(p, code)
+    r = _call("org_accept", code)
     _ok(r, f"joined org {r['org']} as {r['role']}")
 
 
 @org_app.command("revoke")
 def org_revoke(org: ORG, invite_id: Annotated[int, typer.Argument(help="the invite's id (cairn org invites)")]) -> None:
     """Revoke an unused invite (admins and owners)."""
-    service, p = _svc()
-    r = service.org_revoke_invite(p, org, invite_id)
+    r = _call("org_revoke_invite", org, invite_id)
     _ok(r, f"revoked invite {invite_id} of {org}")
 
 
 @org_app.command("members")
 def org_members(
     org: ORG,
-    limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 1000,
-    cursor: Annotated[str | None, typer.Option(help="the next_cursor a previous page printed")] = None,
+    limit: LimitOpt = 1000,
+    cursor: CursorOpt = None,
 ) -> None:
     """Who belongs to an org, with their roles."""
-    service, p = _svc()
-    r = service.org_members(p, org, limit=limit, cursor=cursor)
+    r = _call("org_members", org, limit=limit, cursor=cursor)
     _ok(r, _table(r["members"], ["user", "role", "since"], "no members") + _more(r))
 
 
 @org_app.command("leave")
 def org_leave(org: ORG) -> None:
     """Leave an org (the last owner cannot); your tokens for it are revoked."""
-    service, p = _svc()
-    r = service.org_leave(p, org)
+    r = _call("org_leave", org)
     _ok(r, f"left org {org}")
 
 
 @org_app.command("bind")
 def org_bind(org: ORG, pattern: Annotated[str, typer.Argument(help="a scope or pattern, e.g. repo::acme/*")]) -> None:
     """Route writes on matching scopes to the org, for its members who may write (admins and owners)."""
-    service, p = _svc()
-    r = service.org_bind(p, org, pattern)
+    r = _call("org_bind", org, pattern)
     _ok(r, f"bound {r['pattern']} to {org}: members' writes there now go to the org")
 
 
 @org_app.command("unbind")
 def org_unbind(org: ORG, pattern: Annotated[str, typer.Argument(help="a bound scope or pattern")]) -> None:
     """Stop routing a scope pattern to the org."""
-    service, p = _svc()
-    r = service.org_unbind(p, org, pattern)
+    r = _call("org_unbind", org, pattern)
     _ok(r, f"unbound {r['pattern']} from {org}")
 
 
 @org_app.command("bindings")
 def org_bindings(org: ORG) -> None:
     """The scope patterns bound to an org."""
-    service, p = _svc()
-    r = service.org_bindings(p, org)
+    r = _call("org_bindings", org)
     _ok(r, "\n".join(r["bindings"]) or "no bindings")
 
 
@@ -215,16 +208,14 @@ def member_role(
     role: Annotated[str, typer.Argument(help="viewer, member, admin or owner")],
 ) -> None:
     """Change a member's role (admins: viewers and members only; owners: anyone but the last owner)."""
-    service, p = _svc()
-    r = service.member_role(p, org, user, role)
+    r = _call("member_role", org, user, role)
     _ok(r, f"{user} is now {r['role']} in {org} (was {r['was']})")
 
 
 @member_app.command("remove")
 def member_remove(org: ORG, user: Annotated[str, typer.Argument(help="the member's account name")]) -> None:
     """Remove a member (their tokens for the org are revoked)."""
-    service, p = _svc()
-    service.member_remove(p, org, user)
+    _call("member_remove", org, user)
     _ok({"org": org, "user": user, "removed": True}, f"removed {user} from {org}")
 
 
@@ -262,12 +253,11 @@ def token_create(
 @token_app.command("list")
 def token_list(
     org: Annotated[str | None, typer.Option(help="every token of this org (admins, owners)")] = None,
-    limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 1000,
-    cursor: Annotated[str | None, typer.Option(help="the next_cursor a previous page printed")] = None,
+    limit: LimitOpt = 1000,
+    cursor: CursorOpt = None,
 ) -> None:
     """Your tokens (never their secrets), or an org's."""
-    service, p = _svc()
-    r = service.token_list(p, org, limit=limit, cursor=cursor)
+    r = _call("token_list", org, limit=limit, cursor=cursor)
     rows = [{**t, "scopes": ",".join(t["scope_patterns"]) or "all"} for t in r["tokens"]]
     columns = ["id", "prefix", "name", "user", "tenant", "perm", "scopes", "state", "expires_at"]
     _ok(r, _table(rows, columns, "no tokens") + _more(r))
@@ -291,8 +281,7 @@ def whoami() -> None:
 @token_app.command("revoke")
 def token_revoke(token_id: Annotated[int, typer.Argument(help="the token's id (cairn token list)")]) -> None:
     """Revoke a token at once; requests presenting it are refused from now on."""
-    service, p = _svc()
-    r = service.token_revoke(p, token_id)
+    r = _call("token_revoke", token_id)
     _ok(r, f"revoked token {token_id}" + (f" ({r['note']})" if r.get("note") else ""))
 
 
@@ -300,8 +289,7 @@ def token_revoke(token_id: Annotated[int, typer.Argument(help="the token's id (c
 @user_app.command("create")
 def user_create(name: Annotated[str, typer.Argument(help="account name: lowercase letters, digits, . _ -")]) -> None:
     """Create an account and its own store; prints its first admin token once (give it to them)."""
-    service, p = _svc()
-    r = service.create_user(p, name)
+    r = _call("create_user", name)
     _ok(r, f"{r['token']}\naccount {r['user']} created; the token above (admin, expires {r['expires_at']}) "
         "is shown once")  # fmt: skip
 
@@ -312,8 +300,7 @@ def limits_show(
     tenant: Annotated[str | None, typer.Argument(help="a tenant (operator only); default: yours")] = None,
 ) -> None:
     """The limits that apply to a tenant and where each comes from."""
-    service, p = _svc()
-    r = service.limits_show(p, tenant)
+    r = _call("limits_show", tenant)
     lines = [f"{r['tenant']}: {r['lessons']} lesson(s)"]
     for k, v in r["limits"].items():
         lines.append(f"  {k} = {v if v is not None else 'none'}  ({r['sources'][k]})")
@@ -328,9 +315,12 @@ def limits_set(
     writes_per_minute: Annotated[int | None, typer.Option(help="0 removes the override")] = None,
 ) -> None:
     """Override the configured limits for one tenant (operator only)."""
-    service, p = _svc()
-    r = service.limits_set(
-        p, tenant, max_lessons=max_lessons, max_value_bytes=max_value_bytes, writes_per_minute=writes_per_minute
+    r = _call(
+        "limits_set",
+        tenant,
+        max_lessons=max_lessons,
+        max_value_bytes=max_value_bytes,
+        writes_per_minute=writes_per_minute,
     )
     _ok(r, f"limits of {tenant}: " + ", ".join(f"{k}={v if v is not None else 'none'}" for k, v in r["limits"].items()))
 

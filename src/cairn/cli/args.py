@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from cairn.core.lesson import MAX_PAGE
+
 Scope = Annotated[
     str, typer.Argument(help="Scope: global, project::NAME, repo::OWNER/NAME or branch::OWNER/NAME::BRANCH")
 ]
@@ -21,3 +23,4 @@ ToOpt = Annotated[str | None, typer.Option("--valid-to", help="ISO 8601: when it
 
 
 CursorOpt = Annotated[str | None, typer.Option(help="Continue a list: the next_cursor a previous page printed")]
+LimitOpt = Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")]

@@ -15,8 +15,21 @@ from cairn.cli.app import (
     app,
     svc,
 )
-from cairn.cli.args import AgentOpt, CursorOpt, FromOpt, Key, KindOpt, Scope, TagOpt, ToOpt, TriggerOpt, TtlOpt, Value
-from cairn.core.lesson import MAX_PAGE, Outcome, Rel, TrustFilter, choices
+from cairn.cli.args import (
+    AgentOpt,
+    CursorOpt,
+    FromOpt,
+    Key,
+    KindOpt,
+    LimitOpt,
+    Scope,
+    TagOpt,
+    ToOpt,
+    TriggerOpt,
+    TtlOpt,
+    Value,
+)
+from cairn.core.lesson import Outcome, Rel, TrustFilter, choices
 
 
 def _write_options(
@@ -78,7 +91,7 @@ def list_(
     tag: Annotated[str | None, typer.Option(help="Only lessons with this tag")] = None,
     trust: Annotated[str | None, typer.Option(help=choices(TrustFilter))] = None,
     archived: Annotated[bool, typer.Option("--archived", help="List archived lessons instead")] = False,
-    limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 100,
+    limit: LimitOpt = 100,
     cursor: CursorOpt = None,
 ) -> None:
     """List active lessons, newest first."""
@@ -167,7 +180,7 @@ def unforget(
 @app.command()
 def tombstones(
     all_: Annotated[bool, typer.Option("--all", help="Include lifted tombstones")] = False,
-    limit: Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")] = 1000,
+    limit: LimitOpt = 1000,
     cursor: CursorOpt = None,
 ) -> None:
     """List tombstones, oldest first."""

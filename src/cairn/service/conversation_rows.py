@@ -13,6 +13,7 @@ from cairn.core.gateway import Attribution
 from cairn.core.principal import Principal
 from cairn.core.timeparse import format_time
 from cairn.errors import CairnError
+from cairn.service.rows import tenant_row
 from cairn.store.schema import (
     conversation_tombstones,
     conversations,
@@ -22,15 +23,7 @@ MAX_MESSAGE_CHARS = 256 * 1024  # a message's recorded text; beyond it the end i
 
 
 def conversation_row(conn: Connection, principal: Principal, conversation_id: int) -> dict[str, Any]:
-    row = (
-        conn.execute(
-            select(conversations).where(
-                conversations.c.tenant_id == principal.tenant_id, conversations.c.id == conversation_id
-            )
-        )
-        .mappings()
-        .first()
-    )
+    row = tenant_row(conn, principal, conversations, id=conversation_id)
     if row is None:
         raise CairnError("NOT_FOUND", f"no conversation {conversation_id} (cairn conversation list)")
     return dict(row)

@@ -40,6 +40,7 @@ from cairn.service.conversation_rows import (
 from cairn.service.mutate import apply
 from cairn.service.purge import erase
 from cairn.service.records import fetch_id
+from cairn.service.rows import tenant_row
 from cairn.service.tx import write_tx
 from cairn.store.schema import (
     conversation_lessons,
@@ -136,15 +137,7 @@ class Conversations:
             marks = thread_marks(conn, principal, thread)
             if marks["conversation"]:
                 return {"recorded": False, "reason": "forgotten conversation"}
-            conv = (
-                conn.execute(
-                    select(conversations).where(
-                        conversations.c.tenant_id == principal.tenant_id, conversations.c.thread == thread
-                    )
-                )
-                .mappings()
-                .first()
-            )
+            conv = tenant_row(conn, principal, conversations, thread=thread)
             seen = conv["positions"] if conv else 0
             fresh = list(enumerate(messages))[seen:]
             if not fresh:

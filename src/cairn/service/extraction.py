@@ -35,6 +35,7 @@ from cairn.errors import CairnError
 from cairn.service import audit, epoch
 from cairn.service.conversations import GUARD_ACTION
 from cairn.service.records import fetch
+from cairn.service.rows import tenant_row
 from cairn.service.tx import write_tx
 from cairn.service.write_input import make_write
 from cairn.store.schema import conversation_lessons, conversation_messages, conversation_turns, conversations
@@ -68,15 +69,7 @@ class Extraction:
         """The turn's kept messages and both snapshots, or None when the turn is gone."""
 
         def tx(conn: Connection) -> Snapshot | None:
-            conv = (
-                conn.execute(
-                    select(conversations).where(
-                        conversations.c.tenant_id == principal.tenant_id, conversations.c.id == conversation_id
-                    )
-                )
-                .mappings()
-                .first()
-            )
+            conv = tenant_row(conn, principal, conversations, id=conversation_id)
             if conv is None:
                 return None
             rows = conn.execute(

@@ -29,6 +29,7 @@ from cairn.errors import CairnError
 from cairn.service import audit, epoch
 from cairn.service.mutate import apply
 from cairn.service.records import fetch, paged
+from cairn.service.rows import tenant_row
 from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_versions, tombstones
@@ -190,15 +191,7 @@ class Tombstones:
 
         def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
-            row = (
-                conn.execute(
-                    select(tombstones).where(
-                        tombstones.c.tenant_id == principal.tenant_id, tombstones.c.id == tombstone_id
-                    )
-                )
-                .mappings()
-                .first()
-            )
+            row = tenant_row(conn, principal, tombstones, id=tombstone_id)
             if row is None:
                 raise CairnError("NOT_FOUND", f"no tombstone {tombstone_id}")
             principal.require(ADMIN, row["scope"])

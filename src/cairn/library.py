@@ -12,6 +12,7 @@ Only the verbs a program needs day to day have a method here; the rest of the se
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,13 +57,13 @@ def open(
     return Memory(svc, principal, where)
 
 
+@dataclass(eq=False, repr=False)
 class Memory:
     """One open store and the principal every call acts as. Close it (or use ``with``) when done."""
 
-    def __init__(self, service: Cairn, principal: Principal, home: Path) -> None:
-        self.service = service
-        self.principal = principal
-        self.home = home
+    service: Cairn
+    principal: Principal
+    home: Path
 
     # -- lessons ----------------------------------------------------------------------------------
     def write(

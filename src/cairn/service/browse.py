@@ -12,6 +12,7 @@ Each method is one read transaction, like every other service operation: a page 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import or_, select
@@ -32,11 +33,11 @@ from cairn.store.schema import lessons, links
 MAX_LINKS = 200  # a lesson page lists at most this many links; the count says when there are more
 
 
+@dataclass(eq=False, repr=False)
 class Browse:
     """The reviewer's reads: expired lessons and one lesson's page."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def expired(
         self, principal: Principal, scope: str | None = None, *, limit: int = 100, cursor: str | None = None

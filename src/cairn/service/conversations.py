@@ -70,11 +70,11 @@ class Memory:
     scopes: list[str]
 
 
+@dataclass(eq=False, repr=False)
 class Conversations:
     """Gateway operations over the service facade (one read transaction per call)."""
 
-    def __init__(self, cairn: Cairn) -> None:
-        self.cairn = cairn
+    cairn: Cairn
 
     def memory(self, principal: Principal, where: Attribution, latest_turn: str | None, *, failed: bool) -> Memory:
         """The context block for ``where`` plus, when the latest user turn ``failed``, recall on it.

@@ -10,6 +10,7 @@ transaction held while the model runs) and writing its vectors.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
@@ -29,11 +30,11 @@ DRAIN_BATCH = 256
 Progress = Callable[[int, int], None]
 
 
+@dataclass(eq=False, repr=False)
 class Embeddings:
     """The tenant's embedding queue and index rebuilds."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def drain_embeddings(self, principal: Principal, progress: Progress | None = None) -> int:
         """Embed every queued lesson of the tenant; returns how many vectors were written."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -30,11 +31,11 @@ def _t(v: datetime | None) -> str | None:
     return format_time(v) if v is not None else None
 
 
+@dataclass(eq=False, repr=False)
 class Export:
     """A tenant's lessons (or one scope's) as JSONL lines, read in one snapshot."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def export(self, principal: Principal, *, active_only: bool = False, scope: str | None = None) -> Iterator[str]:
         """JSONL lines. Without ``active_only`` this is a full, lossless backup.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import insert, or_, select
@@ -21,11 +22,11 @@ from cairn.store.engine import Store
 from cairn.store.schema import links
 
 
+@dataclass(eq=False, repr=False)
 class Graph:
     """Links between lessons and the walk over them."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def link(self, principal: Principal, scope: str, key: str, scope2: str, key2: str, rel: str) -> dict[str, Any]:
         if rel not in USER_RELS:

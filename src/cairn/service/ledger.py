@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,11 +21,11 @@ from cairn.store.engine import Store
 from cairn.store.schema import audit_log
 
 
+@dataclass(eq=False, repr=False)
 class Ledger:
     """The audit ledger: reading it and verifying it."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def audit(
         self,

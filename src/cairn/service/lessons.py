@@ -14,7 +14,7 @@ Rules that live here (and nowhere in a surface):
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -58,12 +58,12 @@ _TWIN = (
 )
 
 
+@dataclass(eq=False, repr=False)
 class Lessons:
     """Writing and reading lessons; the write path (``write_in``) is shared with supersede and import."""
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self.store = store
-        self.settings = settings
+    store: Store
+    settings: Settings
 
     # -- writing ----------------------------------------------------------------------------
     def write(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -30,12 +31,12 @@ OUTCOMES = OUTCOME_COUNTERS
 Change = Callable[[Connection, Principal, dict[str, Any], datetime], dict[str, Any]]
 
 
+@dataclass(eq=False, repr=False)
 class Lifecycle:
     """State changes of one lesson; supersede writes through the lessons' own write path."""
 
-    def __init__(self, store: Store, lessons: Lessons) -> None:
-        self.store = store
-        self.lessons = lessons
+    store: Store
+    lessons: Lessons
 
     def _change(self, principal: Principal, scope: str, key: str, fn: Change) -> dict[str, Any]:
         scope, key = validate_scope(scope), normalize_key(key)

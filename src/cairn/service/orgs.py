@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, insert, select, update
@@ -53,11 +54,11 @@ from cairn.store.schema import (
 OrgTx = Callable[[Connection, str, str | None], dict[str, Any]]
 
 
+@dataclass(eq=False, repr=False)
 class Orgs:
     """Orgs and their members, invites and bindings; each change is checked against the caller's role there."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def org_create(self, principal: Principal, slug: str, name: str | None = None) -> dict[str, Any]:
         account_level(principal, "creating an org")

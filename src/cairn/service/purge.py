@@ -11,6 +11,7 @@ purged rejection is still a rejection.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,12 +32,12 @@ from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings, webhook_provenance
 
 
+@dataclass(eq=False, repr=False)
 class Purge:
     """The purge sweeps and the erasure of one forgotten lesson."""
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self.store = store
-        self.settings = settings
+    store: Store
+    settings: Settings
 
     def purge(
         self,

@@ -6,6 +6,7 @@ A candidate is an agent's lesson that has not earned trust yet; a person's verif
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -23,12 +24,12 @@ from cairn.store.engine import Store
 from cairn.store.schema import lessons
 
 
+@dataclass(eq=False, repr=False)
 class Review:
     """The review queue and its verdicts; rejecting goes through the tombstones."""
 
-    def __init__(self, store: Store, tombstones: Tombstones) -> None:
-        self.store = store
-        self.tombstones = tombstones
+    store: Store
+    tombstones: Tombstones
 
     def review_queue(
         self, principal: Principal, *, scope: str | None = None, limit: int = 100, cursor: str | None = None

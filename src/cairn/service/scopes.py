@@ -9,6 +9,7 @@ writing instead of inventing a new one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -43,11 +44,11 @@ def counts_query(tenant_id: str, now: datetime) -> Select[Any]:
     )
 
 
+@dataclass(eq=False, repr=False)
 class Scopes:
     """The scope map."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def scopes(self, principal: Principal) -> dict[str, Any]:
         principal.require(READ)

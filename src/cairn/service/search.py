@@ -65,13 +65,13 @@ RECALL_FLOOR = ranker.model().floor
 RECALL_MAX = 3
 
 
+@dataclass(eq=False, repr=False)
 class Search:
     """Hybrid search and failure recall; drains the embedding queue first and ranks on the shared indexes."""
 
-    def __init__(self, store: Store, embeddings: Embeddings, ranks: RankIndexes) -> None:
-        self.store = store
-        self.embeddings = embeddings
-        self.ranks = ranks
+    store: Store
+    embeddings: Embeddings
+    ranks: RankIndexes
 
     # -- scopes -----------------------------------------------------------------------------
     def _scopes(

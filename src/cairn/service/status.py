@@ -4,6 +4,7 @@ embeds it). One read transaction; counts only what the caller may see."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
@@ -18,11 +19,11 @@ from cairn.store.engine import Store
 from cairn.store.schema import embed_queue, lessons
 
 
+@dataclass(eq=False, repr=False)
 class Status:
     """Counts for ``cairn status``."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def status(self, principal: Principal) -> dict[str, Any]:
         principal.require(READ)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -19,12 +20,12 @@ from cairn.store.engine import Store
 from cairn.store.schema import lessons, tenant_limits, tenants
 
 
+@dataclass(eq=False, repr=False)
 class TenantLimits:
     """The operator's per-tenant overrides of the configured limits."""
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self.store = store
-        self.settings = settings
+    store: Store
+    settings: Settings
 
     def limits_show(self, principal: Principal, tenant: str | None = None) -> dict[str, Any]:
         target = tenant or principal.tenant_id

@@ -6,6 +6,7 @@ see and revoke the org's tokens held by members below them. Each change is on th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -36,11 +37,11 @@ from cairn.store.engine import Store, set_caller
 from cairn.store.schema import memberships, tokens
 
 
+@dataclass(eq=False, repr=False)
 class Tokens:
     """Your tokens, and an org's for its admins."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def token_create(
         self,

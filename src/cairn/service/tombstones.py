@@ -14,6 +14,7 @@ and the import of an exported lesson.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, bindparam, insert, or_, select, update
@@ -129,11 +130,11 @@ def tombstone_public(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass(eq=False, repr=False)
 class Tombstones:
     """Forgetting and the audited way back."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def forget(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
         """Reject the lesson and tombstone its content and address, in one transaction."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -49,13 +50,13 @@ def _t(v: datetime | None) -> str | None:
     return format_time(v) if v is not None else None
 
 
+@dataclass(eq=False, repr=False)
 class Transfer:
     """Import; a record is written through the lessons' own write path."""
 
-    def __init__(self, store: Store, settings: Settings, lessons: Lessons) -> None:
-        self.store = store
-        self.settings = settings
-        self.lessons = lessons
+    store: Store
+    settings: Settings
+    lessons: Lessons
 
     def import_lines(
         self,

@@ -23,7 +23,7 @@ import json
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -158,14 +158,14 @@ def _public(row: dict[str, Any], now: Any) -> dict[str, Any]:
     }
 
 
+@dataclass(eq=False, repr=False)
 class Webhooks:
     """Webhook registrations (an account's or an org's admins) and the deliveries that land as lessons."""
 
-    def __init__(self, store: Store, settings: Settings, orgs: Orgs, lessons: Lessons) -> None:
-        self.store = store
-        self.settings = settings
-        self.orgs = orgs
-        self.lessons = lessons
+    store: Store
+    settings: Settings
+    orgs: Orgs
+    lessons: Lessons
 
     # -- management (admins) -------------------------------------------------------------------
     def _admin_tx(

@@ -22,6 +22,7 @@ from cairn.web.deps import (
     field_,
     int_arg,
     next_url,
+    paged,
     paging,
     refusal,
 )
@@ -97,8 +98,7 @@ async def orgs_page(view: PageView, dash: Dash) -> Response:
         orgs = (await call(dash.svc.org_list, view.principal))["orgs"]
         chosen = chosen or (orgs[0]["org"] if orgs else None)
         if chosen:
-            cursor = cursor_arg(view)
-            out = await call(dash.svc.org_members, view.principal, chosen, **paging({}, cursor))
+            out = await call(dash.svc.org_members, view.principal, chosen, **paged(view, {}))
             members, next_cursor, manage = out["members"], out.get("next_cursor"), out["can_manage"]
     except CairnError as exc:
         error = refusal(exc)

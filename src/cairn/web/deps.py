@@ -264,6 +264,11 @@ def paging(kwargs: dict[str, Any], cursor: str | None) -> dict[str, Any]:
     return kwargs
 
 
+def paged(view: View, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the page's cursor, for a list read at once (no other refusal to show first)."""
+    return paging(kwargs, cursor_arg(view))
+
+
 def refusal(exc: CairnError) -> dict[str, str]:
     """A refusal as a page shows it above its (empty) content."""
     return {"code": exc.code, "message": exc.message}

@@ -7,20 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
 from cairn.errors import CairnError
-from cairn.web.deps import (
-    PAGE_SIZE,
-    Dash,
-    Form,
-    PageView,
-    PostView,
-    arg,
-    call,
-    cursor_arg,
-    field_,
-    int_arg,
-    next_url,
-    paging,
-)
+from cairn.web.deps import PAGE_SIZE, Dash, Form, PageView, PostView, arg, call, field_, int_arg, next_url, paged
 
 router = APIRouter()
 
@@ -28,8 +15,8 @@ router = APIRouter()
 @router.get("/review", response_class=HTMLResponse)
 async def review_page(view: PageView, dash: Dash) -> Response:
     """Candidates with their provenance, oldest first; verify or reject one by one or in bulk."""
-    scope, cursor = arg(view, "scope"), cursor_arg(view)
-    out = await call(dash.svc.review_queue, view.principal, **paging({"scope": scope, "limit": PAGE_SIZE}, cursor))
+    scope = arg(view, "scope")
+    out = await call(dash.svc.review_queue, view.principal, **paged(view, {"scope": scope, "limit": PAGE_SIZE}))
     return dash.render(view, "review.html", rows=out["candidates"], scope=scope, next_cursor=out.get("next_cursor"))
 
 
@@ -65,16 +52,16 @@ async def review_bulk(form: Form, view: PostView, dash: Dash) -> Response:
 @router.get("/archive", response_class=HTMLResponse)
 async def archive_page(view: PageView, dash: Dash) -> Response:
     """Archived lessons (hidden from every read until restored), newest first."""
-    scope, cursor = arg(view, "scope"), cursor_arg(view)
-    out = await call(dash.svc.list, view.principal, scope, **paging({"archived": True, "limit": PAGE_SIZE}, cursor))
+    scope = arg(view, "scope")
+    out = await call(dash.svc.list, view.principal, scope, **paged(view, {"archived": True, "limit": PAGE_SIZE}))
     return dash.render(view, "archive.html", rows=out["lessons"], scope=scope, next_cursor=out.get("next_cursor"))
 
 
 @router.get("/expired", response_class=HTMLResponse)
 async def expired_page(view: PageView, dash: Dash) -> Response:
     """Lessons whose TTL ran out, most recently expired first."""
-    scope, cursor = arg(view, "scope"), cursor_arg(view)
-    out = await call(dash.svc.expired, view.principal, scope, **paging({"limit": PAGE_SIZE}, cursor))
+    scope = arg(view, "scope")
+    out = await call(dash.svc.expired, view.principal, scope, **paged(view, {"limit": PAGE_SIZE}))
     return dash.render(view, "expired.html", rows=out["lessons"], scope=scope, next_cursor=out.get("next_cursor"))
 
 
@@ -82,8 +69,7 @@ async def expired_page(view: PageView, dash: Dash) -> Response:
 async def tombstones_page(view: PageView, dash: Dash) -> Response:
     """Live tombstones (or all, with lifted ones); an admin lifts one with a reason."""
     lifted = view.request.query_params.get("lifted") == "1"
-    cursor = cursor_arg(view)
-    out = await call(dash.svc.tombstones, view.principal, **paging({"include_lifted": lifted}, cursor))
+    out = await call(dash.svc.tombstones, view.principal, **paged(view, {"include_lifted": lifted}))
     return dash.render(
         view, "tombstones.html", rows=out["tombstones"], lifted=lifted, next_cursor=out.get("next_cursor")
     )

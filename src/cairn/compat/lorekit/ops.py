@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -441,19 +442,16 @@ class LoreKit:
     # -- lifecycle ----------------------------------------------------------------------------
     def archive(self, p: Principal, args: dict[str, Any]) -> bool:
         """Cairn's archive: hidden from reads, the address kept; False when nothing is there."""
-        scope, key = address(args)
-        try:
-            r = self.svc.archive(p, scope, key)
-        except CairnError as exc:
-            if exc.code == "NOT_FOUND":
-                return False
-            raise from_cairn(exc) from None
-        return bool(r["changed"])
+        return self._changed(self.svc.archive, p, args)
 
     def restore(self, p: Principal, args: dict[str, Any]) -> bool:
+        return self._changed(self.svc.restore, p, args)
+
+    def _changed(self, op: Callable[..., dict[str, Any]], p: Principal, args: dict[str, Any]) -> bool:
+        """Run archive or restore on the entry's address: whether it changed; False when nothing is there."""
         scope, key = address(args)
         try:
-            r = self.svc.restore(p, scope, key)
+            r = op(p, scope, key)
         except CairnError as exc:
             if exc.code == "NOT_FOUND":
                 return False

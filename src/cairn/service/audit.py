@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -86,6 +87,11 @@ def record(
         "at": at,
     }
     return record_many(conn, principal, [entry])[-1]
+
+
+def record_lesson(conn: Connection, principal: Principal, action: str, row: Mapping[str, Any], **fields: Any) -> int:
+    """``record`` for an action on one stored lesson, addressed by its row (id, scope, key)."""
+    return record(conn, principal, action, lesson_id=row["id"], scope=row["scope"], key=row["key"], **fields)
 
 
 def record_many(conn: Connection, principal: Principal, entries: list[dict[str, Any]]) -> list[int]:

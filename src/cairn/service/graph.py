@@ -56,15 +56,8 @@ class Graph:
                     created_by=principal.actor,
                 )
             )
-            audit.record(
-                conn,
-                principal,
-                "link",
-                lesson_id=src["id"],
-                scope=a[0],
-                key=a[1],
-                detail={"rel": rel, "to": {"scope": b[0], "key": b[1]}},
-                at=now,
+            audit.record_lesson(
+                conn, principal, "link", src, detail={"rel": rel, "to": {"scope": b[0], "key": b[1]}}, at=now
             )
             return {"changed": True, "rel": rel}
 

@@ -114,13 +114,11 @@ def erase_audited(conn: Connection, principal: Principal, row: Mapping[str, Any]
     """Erase one lesson (``row``: its id, address, version and content hash) and write its purge row,
     which keeps only the hash: the chain still verifies and says what was erased, by which sweep."""
     erased = erase(conn, principal, row["id"])
-    audit.record(
+    audit.record_lesson(
         conn,
         principal,
         "purge",
-        lesson_id=row["id"],
-        scope=row["scope"],
-        key=row["key"],
+        row,
         version_before=row["version"],
         hash_before=row["content_hash"],
         detail={"sweep": sweep, "versions_erased": erased},

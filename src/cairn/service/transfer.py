@@ -295,16 +295,7 @@ class Transfer:
         )
         link_detail: dict[str, Any] = {"rel": rec["rel"], "to": {"scope": dst["scope"], "key": dst["key"]}}
         link_detail.update({"imported": True, "restore": True} if restore else {"imported": True})
-        audit.record(
-            conn,
-            principal,
-            "link",
-            lesson_id=src["id"],
-            scope=src["scope"],
-            key=src["key"],
-            detail=link_detail,
-            at=now,
-        )
+        audit.record_lesson(conn, principal, "link", src, detail=link_detail, at=now)
         return ("links", None)
 
 
@@ -378,13 +369,11 @@ def _link_supersessions(
             .values(superseded_by=new["id"])
         )
         indexing.drop(conn, old["id"])
-        audit.record(
+        audit.record_lesson(
             conn,
             principal,
             "import-supersede",
-            lesson_id=old["id"],
-            scope=old["scope"],
-            key=old["key"],
+            old,
             hash_before=old["content_hash"],
             detail={"superseded_by": {"scope": new["scope"], "key": new["key"]}},
             at=now,

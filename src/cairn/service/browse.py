@@ -24,7 +24,7 @@ from cairn.core.principal import READ, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
-from cairn.service.records import fetch_id, fetch_known, paged, public, status
+from cairn.service.records import fetch_id, fetch_known, lesson_page, public, status
 from cairn.service.tx import read_tx
 from cairn.store import predicates
 from cairn.store.engine import Store
@@ -57,12 +57,10 @@ class Browse:
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
-            q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id, predicates.expired(now))
-            if scope is not None:
-                q = q.where(lessons.c.scope == scope)
             order = ((lessons.c.expires_at, True), (lessons.c.id, True))
-            rows, after = paged(conn, principal, q, order, limit, kind="expired", cursor=cursor)
-            return {"lessons": [public(r, now) for r in rows], "next_cursor": after}
+            return lesson_page(
+                conn, principal, now, predicates.expired(now), scope, order, limit, kind="expired", cursor=cursor
+            )
 
         return read_tx(self.store, principal, tx)
 

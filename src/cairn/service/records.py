@@ -115,6 +115,27 @@ _BY_ADDRESS = select(lessons).where(
 _BY_ID = select(lessons).where(lessons.c.tenant_id == bindparam("tenant"), lessons.c.id == bindparam("id"))
 
 
+def lesson_page(
+    conn: Connection,
+    principal: Principal,
+    now: datetime,
+    where: ColumnElement[bool],
+    scope: str | None,
+    order: Order,
+    limit: int,
+    *,
+    kind: str,
+    cursor: str | None,
+) -> dict[str, Any]:
+    """One page of the tenant's lessons matching ``where`` (within ``scope`` when one is given), as
+    every surface shows them: ``lessons`` and the ``next_cursor`` that continues (None on the last page)."""
+    q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id, where)
+    if scope:
+        q = q.where(lessons.c.scope == scope)
+    rows, after = paged(conn, principal, q, order, limit, kind=kind, cursor=cursor)
+    return {"lessons": [public(r, now) for r in rows], "next_cursor": after}
+
+
 def fetch(conn: Connection, principal: Principal, scope: str, key: str) -> dict[str, Any] | None:
     params = {"tenant": principal.tenant_id, "scope": scope, "key": key}
     row = conn.execute(_BY_ADDRESS, params).mappings().first()

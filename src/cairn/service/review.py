@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import normalize_key
@@ -17,7 +17,7 @@ from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.service.mutate import apply
-from cairn.service.records import active_clause, fetch_known, paged, public
+from cairn.service.records import active_clause, fetch_known, lesson_page, public
 from cairn.service.tombstones import Tombstones, check_limit, check_tombstones
 from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
@@ -42,14 +42,10 @@ class Review:
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
-            q = select(lessons).where(
-                lessons.c.tenant_id == principal.tenant_id, active_clause(now), lessons.c.trust == "candidate"
-            )
-            if scope:
-                q = q.where(lessons.c.scope == scope)
+            candidate = and_(active_clause(now), lessons.c.trust == "candidate")
             order = ((lessons.c.created_at, False), (lessons.c.id, False))
-            rows, after = paged(conn, principal, q, order, limit, kind="review", cursor=cursor)
-            return {"candidates": [public(r, now) for r in rows], "next_cursor": after}
+            page = lesson_page(conn, principal, now, candidate, scope, order, limit, kind="review", cursor=cursor)
+            return {"candidates": page["lessons"], "next_cursor": page["next_cursor"]}
 
         return read_tx(self.store, principal, tx)
 

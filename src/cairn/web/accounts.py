@@ -10,22 +10,8 @@ from fastapi.responses import HTMLResponse, Response
 
 from cairn.api.problems import STATUS
 from cairn.errors import CairnError
-from cairn.web.deps import (
-    Dash,
-    Form,
-    PageView,
-    PostView,
-    View,
-    arg,
-    call,
-    cursor_arg,
-    field_,
-    int_arg,
-    next_url,
-    paged,
-    paging,
-    refusal,
-)
+from cairn.web.deps import Dash, Form, PageView, PostView, View
+from cairn.web.handlers import arg, call, cursor_arg, field_, int_arg, next_url, paged, paging, refusal
 
 router = APIRouter()
 

@@ -10,7 +10,8 @@ from fastapi.responses import HTMLResponse, Response
 from cairn.core.principal import ADMIN
 from cairn.core.timeparse import parse_time
 from cairn.errors import CairnError
-from cairn.web.deps import PAGE_SIZE, Dash, PageView, arg, call, cursor_arg, paging, refusal
+from cairn.web.deps import PAGE_SIZE, Dash, PageView
+from cairn.web.handlers import arg, call, cursor_arg, paging, refusal
 
 router = APIRouter()
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from cairn.web.deps import Dash, Form, PageView, PostView, arg, call, field_, int_arg
+from cairn.web.deps import Dash, Form, PageView, PostView
+from cairn.web.handlers import arg, call, field_, int_arg
 
 router = APIRouter()
 

@@ -11,23 +11,8 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
 from cairn.errors import CairnError
-from cairn.web.deps import (
-    MAX_QUERY_CHARS,
-    PAGE_SIZE,
-    Dash,
-    Form,
-    PageView,
-    PostView,
-    View,
-    arg,
-    call,
-    cursor_arg,
-    field_,
-    int_arg,
-    next_url,
-    paging,
-    refusal,
-)
+from cairn.web.deps import MAX_QUERY_CHARS, PAGE_SIZE, Dash, Form, PageView, PostView, View
+from cairn.web.handlers import arg, call, cursor_arg, field_, int_arg, next_url, paging, refusal
 
 router = APIRouter()
 

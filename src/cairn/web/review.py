@@ -7,7 +7,8 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
 from cairn.errors import CairnError
-from cairn.web.deps import PAGE_SIZE, Dash, Form, PageView, PostView, arg, call, field_, int_arg, next_url, paged
+from cairn.web.deps import PAGE_SIZE, Dash, Form, PageView, PostView
+from cairn.web.handlers import arg, call, field_, int_arg, next_url, paged
 
 router = APIRouter()
 

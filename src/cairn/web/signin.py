@@ -7,7 +7,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cairn.errors import CairnError
 from cairn.web import session as sess
-from cairn.web.deps import CsrfRefused, Dash, Form, View, call, clear_cookie, field_, next_url, set_cookie
+from cairn.web.deps import CsrfRefused, Dash, Form, View, clear_cookie, set_cookie
+from cairn.web.handlers import call, field_, next_url
 
 router = APIRouter()
 

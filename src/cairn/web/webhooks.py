@@ -10,7 +10,8 @@ from starlette.datastructures import FormData
 
 from cairn.api.problems import STATUS
 from cairn.errors import CairnError
-from cairn.web.deps import Dash, Form, PageView, PostView, View, arg, call, field_, next_url, refusal
+from cairn.web.deps import Dash, Form, PageView, PostView, View
+from cairn.web.handlers import arg, call, field_, next_url, refusal
 
 router = APIRouter()
 

@@ -18,19 +18,13 @@ EXIT_CRASH = 111
 
 # code -> (status, exit). The peer's codes first; Cairn's service codes pass through as refusals.
 CODES: dict[str, tuple[str, int]] = {
-    "DEDUP_COLLISION": ("refused", EXIT_REFUSED),
-    "CONCURRENT_WRITER": ("refused", EXIT_REFUSED),
-    "BOUNDARY": ("refused", EXIT_REFUSED),
-    "SUPERSEDE_AMBIGUOUS": ("refused", EXIT_REFUSED),
-    "NEW_SLUG_OCCUPIED": ("refused", EXIT_REFUSED),
-    "NOT_FOUND": ("refused", EXIT_REFUSED),
-    "USAGE": ("refused", EXIT_REFUSED),
-    "UNKNOWN_VERB": ("refused", EXIT_REFUSED),
-    "TOMBSTONED": ("refused", EXIT_REFUSED),
-    "IO_ERROR": ("error", EXIT_SETUP),
-    "SETUP": ("error", EXIT_SETUP),
-    "INTERNAL": ("error", EXIT_SETUP),
-}
+    **dict.fromkeys(
+        ("DEDUP_COLLISION", "CONCURRENT_WRITER", "BOUNDARY", "SUPERSEDE_AMBIGUOUS", "NEW_SLUG_OCCUPIED", "NOT_FOUND",
+         "USAGE", "UNKNOWN_VERB", "TOMBSTONED"),
+        ("refused", EXIT_REFUSED),
+    ),
+    **dict.fromkeys(("IO_ERROR", "SETUP", "INTERNAL"), ("error", EXIT_SETUP)),
+}  # fmt: skip
 
 
 class GatewayError(Exception):

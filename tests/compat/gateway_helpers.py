@@ -43,6 +43,7 @@ def base_env(audit: Path) -> dict[str, str]:
     env["MEMORY_GATEWAY_DIR"] = str(audit)
     env["CAIRN_EMBED_MODEL"] = "hash-test-64"  # the tiny deterministic embedder: no model load per call
     env["MEMORY_GATEWAY_WAIT"] = "3"
+    env["CAIRN_SERVE_AUTO_START"] = "0"  # no command may leave a daemon behind the test
     return env
 
 

@@ -51,6 +51,7 @@ class Runner:
                 "CAIRN_HOME": str(self.home),
                 "CAIRN_EMBED_MODEL": "hash-test-64",
                 "CAIRN_HOOK_TIMEOUT": "60",  # a slow CI box must not turn a cold in-process load into silence
+                "CAIRN_SERVE_AUTO_START": "0",  # a test that wants a daemon starts it; none outlives the test
                 "HOME": str(self.user_home),
             }
         )

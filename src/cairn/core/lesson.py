@@ -68,6 +68,18 @@ VERSION_FIELDS = (
     "recorded_at", "actor", "session",
 )  # fmt: skip
 
+# The lesson as every surface shows it, in this order ("status" is derived from the row and the time).
+PUBLIC_FIELDS = (
+    "scope", "key", "value", "tags", "kind", "trust", "status", "version", "seen_count", "helped_count",
+    "not_helped_count", "source_agent", "trigger", "origin", "author", "url", "valid_from", "valid_to",
+    "expires_at", "archived_at", "content_hash", "created_at", "updated_at", "created_by", "updated_by",
+    "claimed",
+)  # fmt: skip
+# The fields that hold a time (shown in ISO 8601, or null).
+TIME_FIELDS = frozenset(
+    {"valid_from", "valid_to", "expires_at", "archived_at", "created_at", "updated_at", "recorded_at"}
+)
+
 # -- limits --------------------------------------------------------------------------------------
 MAX_VALUE_BYTES = 64 * 1024  # UTF-8 bytes of a value; a tenant's limit may only lower it
 MAX_TAGS = 32

@@ -14,10 +14,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from cairn.core.lesson import VERSION_FIELDS
 from cairn.core.principal import READ, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
-from cairn.service.records import active_clause
+from cairn.service.records import active_clause, shown
 from cairn.service.tx import read_tx
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_versions, lessons, links, tombstones
@@ -139,28 +140,5 @@ def _export_lesson(r: dict[str, Any], versions: list[dict[str, Any]], by_id: dic
         "created_at": _t(r["created_at"]),
         "created_by": r["created_by"],
         "claimed": json.loads(r["claimed"]) if r.get("claimed") else None,
-        "versions": [
-            {
-                "version": v["version"],
-                "action": v["action"],
-                "value": v["value"],
-                "content_hash": v["content_hash"],
-                "tags": json.loads(v["tags"]),
-                "kind": v["kind"],
-                "source_agent": v["source_agent"],
-                "trigger": v["trigger"],
-                "trust": v["trust"],
-                "archived": bool(v["archived"]),
-                "seen_count": v["seen_count"],
-                "helped_count": v["helped_count"],
-                "not_helped_count": v["not_helped_count"],
-                "valid_from": _t(v["valid_from"]),
-                "valid_to": _t(v["valid_to"]),
-                "expires_at": _t(v["expires_at"]),
-                "recorded_at": _t(v["recorded_at"]),
-                "actor": v["actor"],
-                "session": v["session"],
-            }
-            for v in versions
-        ],
+        "versions": [shown(v, VERSION_FIELDS, archived=bool(v["archived"])) for v in versions],
     }

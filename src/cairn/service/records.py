@@ -16,6 +16,7 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import ColumnElement
 
 from cairn.core import cursor as cursors
+from cairn.core.lesson import PUBLIC_FIELDS, TIME_FIELDS
 from cairn.core.principal import Principal
 from cairn.core.timeparse import format_time
 from cairn.errors import CairnError
@@ -171,35 +172,25 @@ def _t(value: datetime | None) -> str | None:
     return format_time(value) if value is not None else None
 
 
+def shown(row: Any, fields: tuple[str, ...], **given: Any) -> dict[str, Any]:
+    """The named fields of a lesson or version row as JSON values, in ``fields``' order: times in
+    ISO 8601, tags as a list; ``given`` supplies fields the caller derives (they keep their place)."""
+    out: dict[str, Any] = {}
+    for name in fields:
+        if name in given:
+            out[name] = given[name]
+        elif name in TIME_FIELDS:
+            out[name] = _t(row[name])
+        elif name == "tags":
+            out[name] = json.loads(row[name])
+        else:
+            out[name] = row[name]
+    return out
+
+
 def public(row: dict[str, Any], now: datetime) -> dict[str, Any]:
     """The lesson as every surface shows it (one shape for CLI JSON, API and MCP)."""
-    return {
-        "scope": row["scope"],
-        "key": row["key"],
-        "value": row["value"],
-        "tags": json.loads(row["tags"]),
-        "kind": row["kind"],
-        "trust": row["trust"],
-        "status": status(row, now),
-        "version": row["version"],
-        "seen_count": row["seen_count"],
-        "helped_count": row["helped_count"],
-        "not_helped_count": row["not_helped_count"],
-        "source_agent": row["source_agent"],
-        "trigger": row["trigger"],
-        "origin": row["origin"],
-        "author": row["author"],
-        "url": row["url"],
-        "valid_from": _t(row["valid_from"]),
-        "valid_to": _t(row["valid_to"]),
-        "expires_at": _t(row["expires_at"]),
-        "archived_at": _t(row["archived_at"]),
-        "content_hash": row["content_hash"],
-        "created_at": _t(row["created_at"]),
-        "updated_at": _t(row["updated_at"]),
-        "created_by": row["created_by"],
-        "updated_by": row["updated_by"],
-        # What an import claimed about the lesson and was not granted (origin, author, trust,
-        # counters, times): shown as claims, never as the lesson's own provenance.
-        "claimed": json.loads(row["claimed"]) if row.get("claimed") else None,
-    }
+    # What an import claimed about the lesson and was not granted (origin, author, trust,
+    # counters, times): shown as claims, never as the lesson's own provenance.
+    claimed = json.loads(row["claimed"]) if row.get("claimed") else None
+    return shown(row, PUBLIC_FIELDS, status=status(row, now), claimed=claimed)

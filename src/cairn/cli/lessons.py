@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -32,42 +35,48 @@ from cairn.cli.args import (
 from cairn.core.lesson import Outcome, Rel, TrustFilter, choices
 
 
-def _write_options(
-    tag: list[str] | None,
-    kind: str,
-    source_agent: str | None,
-    trigger: str | None,
-    ttl: str | None,
-    valid_from: str | None,
-    valid_to: str | None,
-) -> dict[str, Any]:
-    return {
-        "tags": tag or [],
-        "kind": kind,
-        "source_agent": source_agent,
-        "trigger": trigger,
-        "ttl": ttl,  # the service parses it
-        "valid_from": _time(valid_from),
-        "valid_to": _time(valid_to),
-    }
+def write_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command the options every write takes (``--tag`` … ``--valid-to``), declared once.
+
+    They are appended to the command's own parameters (so ``--help`` lists them after its own) and
+    reach it as one ``opts`` dict, ready for the service (which parses the TTL).
+    """
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "opts"]
+    kw = inspect.Parameter.KEYWORD_ONLY
+    options = [
+        inspect.Parameter("tag", kw, annotation=TagOpt, default=None),
+        inspect.Parameter("kind", kw, annotation=KindOpt, default="lesson"),
+        inspect.Parameter("source_agent", kw, annotation=AgentOpt, default=None),
+        inspect.Parameter("trigger", kw, annotation=TriggerOpt, default=None),
+        inspect.Parameter("ttl", kw, annotation=TtlOpt, default=None),
+        inspect.Parameter("valid_from", kw, annotation=FromOpt, default=None),
+        inspect.Parameter("valid_to", kw, annotation=ToOpt, default=None),
+    ]
+
+    @functools.wraps(command)
+    def run(**given: Any) -> None:
+        opts = {
+            "tags": given.pop("tag") or [],
+            "kind": given.pop("kind"),
+            "source_agent": given.pop("source_agent"),
+            "trigger": given.pop("trigger"),
+            "ttl": given.pop("ttl"),  # the service parses it
+            "valid_from": _time(given.pop("valid_from")),
+            "valid_to": _time(given.pop("valid_to")),
+        }
+        command(**given, opts=opts)
+
+    params = own + options
+    run.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    return run
 
 
 @app.command()
-def write(
-    scope: Scope,
-    key: Key,
-    value: Value = None,
-    tag: TagOpt = None,
-    kind: KindOpt = "lesson",
-    source_agent: AgentOpt = None,
-    trigger: TriggerOpt = None,
-    ttl: TtlOpt = None,
-    valid_from: FromOpt = None,
-    valid_to: ToOpt = None,
-) -> None:
+@write_options
+def write(scope: Scope, key: Key, value: Value = None, *, opts: dict[str, Any]) -> None:
     """Write a lesson: a new address creates, new content makes a version, the same content recurs."""
     service, p = svc()
-    opts = _write_options(tag, kind, source_agent, trigger, ttl, valid_from, valid_to)
     result = service.write(p, scope, key, _value(value), **opts)
     S.out.ok(result, render.write_result(result))
 
@@ -117,6 +126,7 @@ def diff(scope: Scope, key: Key, v1: int, v2: int) -> None:
 
 
 @app.command()
+@write_options
 def supersede(
     scope: Scope,
     key: Key,
@@ -124,17 +134,11 @@ def supersede(
     supersedes: Annotated[
         tuple[str, str] | None, typer.Option("--supersedes", help="SCOPE KEY of the lesson this replaces")
     ] = None,
-    tag: TagOpt = None,
-    kind: KindOpt = "lesson",
-    source_agent: AgentOpt = None,
-    trigger: TriggerOpt = None,
-    ttl: TtlOpt = None,
-    valid_from: FromOpt = None,
-    valid_to: ToOpt = None,
+    *,
+    opts: dict[str, Any],
 ) -> None:
     """Replace a lesson: write the new one and retire the old one, linked, in one transaction."""
     service, p = svc()
-    opts = _write_options(tag, kind, source_agent, trigger, ttl, valid_from, valid_to)
     target = tuple(supersedes) if supersedes and supersedes[0] else None
     result = service.supersede(p, scope, key, _value(value), supersedes=target, **opts)
     S.out.ok(result, render.supersede_result(result))

@@ -45,24 +45,29 @@ Value = Annotated[
         description="the lesson: 1-3 sentences of advice",
     ),
 ]
-# Empty counts as absent (hooks pass unset variables as ""); otherwise what the scope of that rung allows.
+
+
+def _blank_or(pattern: str) -> dict[str, str]:
+    """Empty counts as absent (hooks pass unset variables as ""); otherwise what the scope of that rung
+    allows. Shown, not enforced: the service refuses with the scope's own code."""
+    return {"pattern": rf"^\s*({pattern})?\s*$"}
+
+
 Repo = Annotated[
     str,
     Field(
         max_length=200,
-        json_schema_extra={"pattern": rf"^\s*({NAME_PATTERN}/{NAME_PATTERN})?\s*$"},
+        json_schema_extra=_blank_or(f"{NAME_PATTERN}/{NAME_PATTERN}"),
         description="OWNER/REPO of the work at hand",
     ),
 ]
 Branch = Annotated[
     str,
     Field(
-        max_length=200,
-        json_schema_extra={"pattern": rf"^\s*({BRANCH_PATTERN})?\s*$"},
-        description="the git branch of the work at hand",
+        max_length=200, json_schema_extra=_blank_or(BRANCH_PATTERN), description="the git branch of the work at hand"
     ),
 ]
-Project = Annotated[str, Field(max_length=200, json_schema_extra={"pattern": rf"^\s*({NAME_PATTERN})?\s*$"})]
+Project = Annotated[str, Field(max_length=200, json_schema_extra=_blank_or(NAME_PATTERN))]
 Cursor = Annotated[
     str,
     Field(

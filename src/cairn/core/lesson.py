@@ -75,9 +75,9 @@ PUBLIC_FIELDS = (
     "expires_at", "archived_at", "content_hash", "created_at", "updated_at", "created_by", "updated_by",
     "claimed",
 )  # fmt: skip
-# The fields that hold a time (shown in ISO 8601, or null).
+# The fields of a lesson, a version or a tombstone that hold a time (shown in ISO 8601, or null).
 TIME_FIELDS = frozenset(
-    {"valid_from", "valid_to", "expires_at", "archived_at", "created_at", "updated_at", "recorded_at"}
+    {"valid_from", "valid_to", "expires_at", "archived_at", "created_at", "updated_at", "recorded_at", "lifted_at"}
 )
 
 # -- limits --------------------------------------------------------------------------------------

@@ -86,24 +86,7 @@ class Export:
             for t in conn.execute(tq).mappings():
                 if scope is not None and t["scope"] != scope:
                     continue
-                lines.append(
-                    json.dumps(
-                        {
-                            "type": "tombstone",
-                            "content_hash": t["content_hash"],
-                            "identity": t["identity"],
-                            "scope": t["scope"],
-                            "key": t["key"],
-                            "reason": t["reason"],
-                            "created_at": _t(t["created_at"]),
-                            "created_by": t["created_by"],
-                            "lifted_at": _t(t["lifted_at"]),
-                            "lifted_by": t["lifted_by"],
-                            "lift_reason": t["lift_reason"],
-                        },
-                        ensure_ascii=False,
-                    )
-                )
+                lines.append(json.dumps(shown(t, _TOMBSTONE_FIELDS, type="tombstone"), ensure_ascii=False))
             lq = select(links).where(links.c.tenant_id == principal.tenant_id).order_by(links.c.id)
             for link in conn.execute(lq).mappings():
                 src, dst = by_id.get(link["src_id"]), by_id.get(link["dst_id"])
@@ -124,6 +107,13 @@ class Export:
 
         read_tx(self.store, principal, tx)
         return iter(lines)
+
+
+# A tombstone in an export, in this order (``type`` names the record).
+_TOMBSTONE_FIELDS = (
+    "type", "content_hash", "identity", "scope", "key", "reason", "created_at", "created_by", "lifted_at",
+    "lifted_by", "lift_reason",
+)  # fmt: skip
 
 
 def _export_lesson(r: dict[str, Any], versions: list[dict[str, Any]], by_id: dict[int, Any]) -> dict[str, Any]:

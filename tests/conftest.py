@@ -263,3 +263,7 @@ def run_cli_process(home: Path, *args: str, stdin: str | None = None, env: dict[
         cwd=_cli_cwd(home),
         timeout=120,
     )
+
+
+# The session's shared servers (one per database) for the API, MCP and dashboard tests.
+from tests.servers import server_postgres, server_sqlite  # noqa: E402, F401

@@ -1,4 +1,4 @@
-"""A real uvicorn server on loopback in front of a real store (SQLite and Postgres), per module."""
+"""The API tests' client, and a tenant of their own on the session's server (SQLite and Postgres)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,9 @@ from typing import Any
 
 import pytest
 
-from cairn.runtime.local import local_principal
-from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.store.engine import Store
-from tests.conftest import new_store_url
-from tests.http_server import serving
+from tests.servers import embed_env, new_tenant, server_for
 
 
 @dataclass
@@ -54,30 +51,17 @@ class Http:
 class Api:
     http: Http
     svc: Cairn
-    alice: str  # admin token of account alice
-    bob: str  # admin token of account bob
+    alice: str  # admin token of account alice_name
+    bob: str  # admin token of account bob_name (another tenant)
     store: Store
+    alice_name: str  # the module's own accounts on the shared server (each account is a tenant)
+    bob_name: str
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    import os
-
-    from cairn.api.app import create_app
-
-    os.environ["CAIRN_EMBED_MODEL"] = "hash-test-64"
-    url = new_store_url(request, request.param, tmp_path_factory.mktemp("api"))
-    store = Store(url)
-    if request.param == "postgres":
-        store.upgrade()
-    svc = Cairn(store, Settings())
-    me = local_principal()
-    svc.ensure_tenant(me)
-    alice = svc.create_user(me, "alice")["token"]
-    bob = svc.create_user(me, "bob")["token"]
-    try:
-        with serving(create_app(svc)) as base:
-            yield Api(Http(base), svc, alice, bob, store)
-    finally:
-        store.dispose()
-        os.environ.pop("CAIRN_EMBED_MODEL", None)
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """A fresh tenant (two accounts) on the session's server of the database."""
+    server = server_for(request, request.param)
+    t = new_tenant(server)
+    with embed_env():
+        yield Api(Http(server.base), server.svc, t.alice, t.bob, server.store, t.alice_name, t.bob_name)

@@ -14,7 +14,10 @@ def test_a_direct_edit_is_a_409_with_the_address(api: Api) -> None:
     assert made.status == 200
     assert api.http("GET", "/v1/audit/verify", token=api.bob).body["state"]["lessons"] == 1
     with raw(api.store, write=True) as conn:
-        conn.execute(text("UPDATE lessons SET trust = 'verified' WHERE tenant_id = 'bob' AND key = 'proved'"))
+        conn.execute(
+            text("UPDATE lessons SET trust = 'verified' WHERE tenant_id = :bob AND key = 'proved'"),
+            {"bob": api.bob_name},
+        )
     out = api.http("GET", "/v1/audit/verify", token=api.bob)
     assert out.status == 409 and out.body["code"] == "AUDIT_BROKEN", out.body
     where = out.body["data"]["broken_at"]

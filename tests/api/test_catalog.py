@@ -46,7 +46,7 @@ SAMPLE: dict[str, Any] = {
     "name": "Catalogue Org",
     "lines": ['{"scope": "global", "key": "imported", "value": "imported once"}'],
     "token_id": 1,
-    "conversation_id": 1,  # the gateway conversation _setup records
+    "conversation_id": 1,  # the gateway conversation _setup records (its id set there)
     "repo": "catorg/widget",
     "confirm": ORG,  # optional, but deleting an org without it is refused before the permission is
 }
@@ -80,10 +80,13 @@ def _setup(api: Api) -> None:
 
     p, ledger = api.svc.resolve_token(t), Conversations(api.svc)
     where = Attribution("acme/catalogue", None, None, "headers")
-    ledger.record(
+    recorded = ledger.record(
         p, where, protocol="openai", thread="catalogue", model="m", messages=[("user", "Declared once.")],
         answer="Served everywhere.", snapshot=ledger.epoch(p),
     )  # fmt: skip
+    # Ids are the server's (other modules' tenants share it): the one this module's tenant recorded.
+    if recorded["recorded"]:
+        SAMPLE["conversation_id"] = recorded["conversation"]
 
 
 def test_every_reading_operation_answers_with_its_declared_model_over_http_and_remote(api: Api) -> None:

@@ -181,7 +181,7 @@ def test_an_org_through_the_api_invite_accept_and_an_org_token(api: Api) -> None
     w = api.http("POST", "/v1/lessons", {"scope": "repo::apiorg/x", "key": "k", "value": "org lesson"}, tok["token"])
     assert w.status == 200
     members = api.http("GET", "/v1/orgs/apiorg/members", token=api.alice).body["members"]
-    assert {m["user"]: m["role"] for m in members} == {"alice": "owner", "bob": "member"}
+    assert {m["user"]: m["role"] for m in members} == {api.alice_name: "owner", api.bob_name: "member"}
     assert api.http("POST", f"/v1/tokens/{tok['id']}/revoke", {}, api.bob).status == 200
     gone = api.http("GET", "/v1/lessons", token=tok["token"])
     assert gone.status == 401 and gone.body["code"] == "UNAUTHENTICATED"
@@ -274,7 +274,7 @@ def test_ndjson_import_takes_a_whole_file_and_export_streams_it(api: Api) -> Non
 
 def test_whoami_and_purge(api: Api) -> None:
     me = api.http("GET", "/v1/whoami", token=api.alice).body
-    assert (me["user"], me["permission"], me["scope_patterns"]) == ("alice", "admin", [])
+    assert (me["user"], me["permission"], me["scope_patterns"]) == (api.alice_name, "admin", [])
     assert api.http("GET", "/v1/whoami", token="cairn_" + "z" * 43).status == 401
     assert api.http("POST", "/v1/purge", {"sweep": "sometime"}, api.alice).status == 400
     done = api.http("POST", "/v1/purge", {"sweep": "archived", "older_than": "1s"}, api.alice)
@@ -312,10 +312,10 @@ def test_import_carries_data_not_authority_over_http(api: Api) -> None:
     landed = api.http("POST", "/v1/import", {"lines": lines}, writer)
     assert landed.status == 200 and landed.body["created"] == 1 and landed.body["restore"] is False
     read = api.http("GET", "/v1/lesson?scope=global&key=claimed-lesson", token=api.bob).body["lesson"]
-    assert (read["trust"], read["origin"], read["author"]) == ("candidate", "import", "bob")
+    assert (read["trust"], read["origin"], read["author"]) == ("candidate", "import", api.bob_name)
     assert (read["claimed"]["trust"], read["claimed"]["author"], read["claimed"]["origin"]) == (
         "verified",
-        "alice",
+        api.alice_name,
         "human",
     )
     # Tags as a string are refused with the line, not split into characters; nothing is imported.
@@ -337,7 +337,7 @@ def test_an_admin_restore_over_http_is_exact_and_audited(api: Api) -> None:
     out = RemoteCairn(api.http.base, api.bob).import_lines(None, lines, restore=True)
     assert out["restore"] is True and out["created"] == 1
     read = api.http("GET", "/v1/lesson?scope=project::restore&key=exact", token=api.bob).body["lesson"]
-    assert (read["trust"], read["author"], read["claimed"]) == ("verified", "alice", None)
+    assert (read["trust"], read["author"], read["claimed"]) == ("verified", api.alice_name, None)
     entry = [e for e in api.svc.audit(bob, limit=1000)["entries"] if e["action"] == "import"][-1]
     assert entry["detail"]["restore"] is True
 

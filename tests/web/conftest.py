@@ -1,4 +1,4 @@
-"""A real uvicorn on loopback serving the dashboard (mounted at /ui) over a real store.
+"""The dashboard (mounted at /ui) on the session's shared server, a tenant of its own per module.
 
 ``web`` runs on SQLite and Postgres (module scope, like tests/api); the browser tests use
 ``web_sqlite`` and a headless Debian ``chromium`` driven by Playwright through ``executable_path``
@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import http.client
-import os
 import re
 import shutil
 import urllib.parse
@@ -20,12 +19,8 @@ from typing import Any
 import pytest
 
 from cairn.core.principal import Principal
-from cairn.runtime.local import local_principal
-from cairn.runtime.settings import Settings
-from cairn.service.api import Cairn
 from cairn.store.engine import Store
-from tests.conftest import new_store_url
-from tests.http_server import serving
+from tests.servers import embed_env, new_tenant, server_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +38,8 @@ class Web:
     reader: str  # read-only token of alice's store
     alice_p: Principal  # alice as an agent (writes start as candidates)
     bob_p: Principal
+    alice_name: str  # the module's own accounts on the shared server (each account is a tenant)
+    bob_name: str
 
     def client(self) -> Client:
         return Client(self.base)
@@ -113,40 +110,24 @@ def csrf_of(html: str) -> str:
     return m.group(1)
 
 
-def _serve(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Iterator[Web]:
-    from cairn.api.app import create_app
-
-    os.environ["CAIRN_EMBED_MODEL"] = "hash-test-64"
-    url = new_store_url(request, backend, tmp)
-    store = Store(url)
-    if backend == "postgres":
-        store.upgrade()
-    svc = Cairn(store, Settings())
-    me = local_principal()
-    svc.ensure_tenant(me)
-    alice = svc.create_user(me, "alice")["token"]
-    bob = svc.create_user(me, "bob")["token"]
-    alice_p = svc.resolve_token(alice)
-    bob_p = svc.resolve_token(bob)
-    reader = svc.token_create(alice_p, perm="read", name="read-only")["token"]
-
-    app = create_app(svc, mcp=False)  # the real API app, which mounts the dashboard at /ui
-    try:
-        with serving(app) as base:
-            yield Web(base, svc, store, alice, bob, reader, alice_p, bob_p)
-    finally:
-        store.dispose()
-        os.environ.pop("CAIRN_EMBED_MODEL", None)
+def _serve(request: pytest.FixtureRequest, backend: str) -> Iterator[Web]:
+    """A fresh tenant (two accounts, a read-only token) on the session's server of ``backend``."""
+    server = server_for(request, backend)
+    t = new_tenant(server)
+    reader = server.svc.token_create(t.alice_p, perm="read", name="read-only")["token"]
+    with embed_env():
+        yield Web(server.base, server.svc, server.store, t.alice, t.bob, reader, t.alice_p, t.bob_p,
+                  t.alice_name, t.bob_name)  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def web(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
-    yield from _serve(request, request.param, tmp_path_factory.mktemp("web"))
+def web(request: pytest.FixtureRequest) -> Iterator[Web]:
+    yield from _serve(request, request.param)
 
 
 @pytest.fixture(scope="module")
-def web_sqlite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
-    yield from _serve(request, "sqlite", tmp_path_factory.mktemp("web"))
+def web_sqlite(request: pytest.FixtureRequest) -> Iterator[Web]:
+    yield from _serve(request, "sqlite")
 
 
 @pytest.fixture(scope="module")

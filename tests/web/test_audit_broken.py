@@ -27,7 +27,10 @@ def test_the_audit_page_names_where_the_chain_broke(web_sqlite: Web) -> None:
     with raw(web.store, write=True) as conn:  # what someone with database access could do
         for stmt in drop_guard_triggers(web.store.dialect):
             conn.exec_driver_sql(stmt)
-        conn.execute(text("UPDATE audit_log SET actor = 'mallory' WHERE tenant_id = 'alice' AND seq = 3"))
+        conn.execute(
+            text("UPDATE audit_log SET actor = 'mallory' WHERE tenant_id = :alice AND seq = 3"),
+            {"alice": web.alice_name},
+        )
         for stmt in guard_triggers(web.store.dialect):
             conn.exec_driver_sql(stmt)
 

@@ -75,7 +75,7 @@ def test_signin_sets_a_strict_httponly_cookie_and_refuses_bad_tokens(web: Web) -
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
     assert page.header("cache-control") == "no-store"
     assert page.header("x-content-type-options") == "nosniff"
-    assert "alice" in page.text
+    assert web.alice_name in page.text
     # The token never appears in a page.
     assert web.alice not in page.text
 
@@ -261,11 +261,11 @@ def test_values_are_escaped_everywhere(web: Web) -> None:
                  "/ui/review", "/ui/lessons?q=pwned"):  # fmt: skip
         page = c.get(path).text
         assert "<script>window" not in page and "<img src=x" not in page and "<iframe" not in page, path
-        assert "<svg" not in page and '<b onmouseover' not in page, path
+        assert "<svg" not in page and "<b onmouseover" not in page, path
         assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page or "&lt;img" in page, path
     detail = c.get(lesson_url(scope, "xss-probe", v1=1, v2=2)).text
     assert 'href="javascript:' not in detail and "javascript:alert(1)" in detail  # shown, never a link
-    assert '+&lt;iframe src=x&gt;' in detail  # the diff is escaped too
+    assert "+&lt;iframe src=x&gt;" in detail  # the diff is escaped too
     assert re.findall(r"<script[^>]*>", detail) == ['<script src="/ui/static/app.js" defer>']
 
 
@@ -360,15 +360,15 @@ def test_org_members_and_roles(web: Web) -> None:
     web.svc.org_accept(web.bob_p, code)
     alice = signed_in(web, web.alice)
     page = alice.get(f"/ui/orgs?org={slug}").text
-    assert "bob" in page and 'id="role-' in page
-    reply = alice.post("/ui/orgs/role", {"csrf": alice.csrf(), "org": slug, "user": "bob", "role": "viewer"})
+    assert web.bob_name in page and 'id="role-' in page
+    reply = alice.post("/ui/orgs/role", {"csrf": alice.csrf(), "org": slug, "user": web.bob_name, "role": "viewer"})
     assert reply.status == 303
     roles = {m["user"]: m["role"] for m in web.svc.org_members(web.alice_p, slug)["members"]}
-    assert roles == {"alice": "owner", "bob": "viewer"}
+    assert roles == {web.alice_name: "owner", web.bob_name: "viewer"}
     bob = signed_in(web, web.bob)
     page = bob.get("/ui/orgs").text
     assert "webteam" in page and 'id="role-' not in page  # a viewer manages nobody
-    reply = bob.post("/ui/orgs/remove", {"csrf": bob.csrf(), "org": slug, "user": "alice"})
+    reply = bob.post("/ui/orgs/remove", {"csrf": bob.csrf(), "org": slug, "user": web.alice_name})
     assert reply.status == 403 and "FORBIDDEN" in reply.text
     assert len(web.svc.org_members(web.alice_p, slug)["members"]) == 2
 

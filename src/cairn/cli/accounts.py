@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cairn.cli.args import CursorOpt, LimitOpt
+from cairn.cli.args import CursorOpt, LimitOpt, default_to
 
 # A bare group prints one envelope like every command (tests/cli/test_envelope.py): the listing
 # where there is one, else a refusal that names the subcommands.
@@ -63,38 +63,16 @@ def _needs(ctx: typer.Context, usage: str) -> None:
         raise CairnError("INVALID_INPUT", f"missing subcommand: {usage}")
 
 
-@org_app.callback()
-def org_default(ctx: typer.Context) -> None:
-    """Your orgs (subcommands: create, list, rename, delete, invite, invites, accept, revoke, members,
-    member, leave, bind, unbind, bindings)."""
-    if ctx.invoked_subcommand is None:
-        org_list()
-
-
 @member_app.callback()
 def member_default(ctx: typer.Context) -> None:
     """Change or remove a member (subcommands: role, remove)."""
     _needs(ctx, "cairn org member role ORG USER ROLE | remove ORG USER | leave ORG")
 
 
-@token_app.callback()
-def token_default(ctx: typer.Context) -> None:
-    """Your tokens (subcommands: create, list, revoke)."""
-    if ctx.invoked_subcommand is None:
-        token_list(None)
-
-
 @user_app.callback()
 def user_default(ctx: typer.Context) -> None:
     """Accounts (subcommand: create)."""
     _needs(ctx, "cairn user create NAME")
-
-
-@limits_app.callback()
-def limits_default(ctx: typer.Context) -> None:
-    """Your limits (subcommands: show, set)."""
-    if ctx.invoked_subcommand is None:
-        limits_show(None)
 
 
 # -- orgs ---------------------------------------------------------------------------------------
@@ -110,6 +88,14 @@ def org_list() -> None:
     """The orgs you belong to, with your role in each."""
     r = _call("org_list")
     _ok(r, _table(r["orgs"], ["org", "role", "name"], "you belong to no org"))
+
+
+default_to(
+    org_app,
+    org_list,
+    """Your orgs (subcommands: create, list, rename, delete, invite, invites, accept, revoke, members,
+    member, leave, bind, unbind, bindings).""",
+)
 
 
 @org_app.command("rename")
@@ -263,6 +249,9 @@ def token_list(
     _ok(r, _table(rows, columns, "no tokens") + _more(r))
 
 
+default_to(token_app, lambda: token_list(None), "Your tokens (subcommands: create, list, revoke).")
+
+
 def _more(r: dict[str, Any]) -> str:
     from cairn.cli.render import more
 
@@ -305,6 +294,9 @@ def limits_show(
     for k, v in r["limits"].items():
         lines.append(f"  {k} = {v if v is not None else 'none'}  ({r['sources'][k]})")
     _ok(r, "\n".join(lines))
+
+
+default_to(limits_app, lambda: limits_show(None), "Your limits (subcommands: show, set).")
 
 
 @limits_app.command("set")

@@ -1,7 +1,9 @@
-"""The argument and option types the CLI's commands share (help text people read with --help)."""
+"""The argument and option types the CLI's commands share (help text people read with --help), and
+the one way a command group runs its default when called bare."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -24,3 +26,15 @@ ToOpt = Annotated[str | None, typer.Option("--valid-to", help="ISO 8601: when it
 
 CursorOpt = Annotated[str | None, typer.Option(help="Continue a list: the next_cursor a previous page printed")]
 LimitOpt = Annotated[int, typer.Option(help=f"At most this many (1-{MAX_PAGE})")]
+
+
+def default_to(group: typer.Typer, run: Callable[[], object], doc: str | None) -> None:
+    """Make the bare group name run ``run`` (``cairn config`` is ``cairn config show``); a named
+    subcommand runs alone. ``doc`` is the group's help, as a callback's docstring would be."""
+
+    def default(ctx: typer.Context) -> None:
+        if ctx.invoked_subcommand is None:
+            run()
+
+    default.__doc__ = doc
+    group.callback()(default)

@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from cairn.cli.args import default_to
+
 DEFAULT_GATEWAY_PORT = 8322  # beside cairn serve's 8321
 
 
@@ -54,12 +56,6 @@ conversation_app = typer.Typer(
 )
 
 
-@conversation_app.callback()
-def _conversation_root(ctx: typer.Context) -> None:
-    if ctx.invoked_subcommand is None:
-        conversation_list()
-
-
 @conversation_app.command("list")
 def conversation_list(limit: Annotated[int, typer.Option(help="At most this many (1-500)")] = 100) -> None:
     """Recorded conversations, most recently active first."""
@@ -73,6 +69,9 @@ def conversation_list(limit: Annotated[int, typer.Option(help="At most this many
         for c in result["conversations"]
     ]
     S.out.ok(result, "\n".join(lines) if lines else "no conversations recorded")
+
+
+default_to(conversation_app, conversation_list, None)
 
 
 @conversation_app.command("show")

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,18 +22,13 @@ from cairn.cli.app import (
     db_app,
     svc,
 )
+from cairn.cli.args import default_to
 from cairn.errors import CairnError
 
 if TYPE_CHECKING:
     from cairn.core.principal import Principal
     from cairn.service.api import Cairn
-
-
-@config_app.callback()
-def config_default(ctx: typer.Context) -> None:
-    """Settings and where each value came from (same as: cairn config show)."""
-    if ctx.invoked_subcommand is None:
-        config_show()
+    from cairn.store.engine import Store
 
 
 @config_app.command("show")
@@ -53,27 +50,33 @@ def config_show() -> None:
     S.out.ok(data, "\n".join(lines))
 
 
-@db_app.callback()
-def db_default(ctx: typer.Context) -> None:
-    """Which database, at which schema revision (subcommand: upgrade)."""
-    if ctx.invoked_subcommand is None:
-        db_status()
+default_to(config_app, config_show, "Settings and where each value came from (same as: cairn config show).")
+
+
+@contextmanager
+def _local_store(what: str) -> Iterator[Store]:
+    """The local database this command works on, disposed after; ``what`` names the command in the
+    refusal a remote connection gets (schema work is the server owner's)."""
+    _local_only(what)
+    from cairn.runtime.local import database_url
+    from cairn.store.engine import Store
+
+    store = Store(database_url(_home(), S.g.db))
+    try:
+        yield store
+    finally:
+        store.dispose()
 
 
 @db_app.command("status")
 def db_status() -> None:
     """Which database this command uses and whether its schema is current (changes nothing)."""
-    _local_only("cairn db status")
-    from cairn.runtime.local import database_url
-    from cairn.store.engine import Store, redact_url
-    from cairn.store.migrations import HEAD
-
-    store = Store(database_url(_home(), S.g.db))
-    try:
+    with _local_store("cairn db status") as store:
         current = store.current_revision()
         security = store.security() if current else None
-    finally:
-        store.dispose()
+    from cairn.store.engine import redact_url
+    from cairn.store.migrations import HEAD
+
     where = redact_url(store.url)
     data = {"database": where, "dialect": store.dialect, "revision": current, "head": HEAD, "current": current == HEAD}
     due = "current" if current == HEAD else f"behind: run cairn db upgrade (at {current or 'an empty schema'})"
@@ -89,19 +92,17 @@ def db_status() -> None:
     S.out.ok(data, text)
 
 
+default_to(db_app, db_status, "Which database, at which schema revision (subcommand: upgrade).")
+
+
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Run the schema migrations up to the newest revision (the same history on SQLite and Postgres)."""
-    _local_only("cairn db upgrade")
-    from cairn.runtime.local import database_url
-    from cairn.store.engine import Store, redact_url
+    with _local_store("cairn db upgrade") as store:
+        before, after = store.upgrade()
+    from cairn.store.engine import redact_url
     from cairn.store.migrations import HEAD
 
-    store = Store(database_url(_home(), S.g.db))
-    try:
-        before, after = store.upgrade()
-    finally:
-        store.dispose()
     where = redact_url(store.url)
     data = {"database": where, "dialect": store.dialect, "from": before, "to": after, "head": HEAD}
     if before == after:

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from cairn.cli.args import default_to
+
 webhook_app = typer.Typer(
     help="GitHub webhooks: review comments become candidate lessons (admins).", invoke_without_command=True
 )
@@ -53,13 +55,6 @@ def _secret_text(r: dict[str, Any], url: str, verb: str) -> str:
     )
 
 
-@webhook_app.callback()
-def webhook_default(ctx: typer.Context) -> None:
-    """The registered repositories (subcommands: add, list, rotate, remove)."""
-    if ctx.invoked_subcommand is None:
-        webhook_list(None)
-
-
 @webhook_app.command("add")
 def webhook_add(repo: REPO, org: ORG = None, public_url: PUBLIC_URL = None) -> None:
     """Register a repository; prints its secret once and the payload URL to paste into GitHub."""
@@ -87,6 +82,11 @@ def webhook_list(org: ORG = None) -> None:
         )
         lines.append(f"{w['repo']}  ({w['scope']}, since {w['created_at']}{grace})\n  {counts}")
     _ok(r, "\n".join(lines))
+
+
+default_to(
+    webhook_app, lambda: webhook_list(None), "The registered repositories (subcommands: add, list, rotate, remove)."
+)
 
 
 @webhook_app.command("rotate")

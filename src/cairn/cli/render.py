@@ -64,14 +64,18 @@ def claimed(claims: dict[str, Any]) -> str:
 
 
 def lesson_list(r: dict[str, Any]) -> str:
-    rows = r["lessons"]
-    if not rows:
-        return "no lessons"
-    lines = []
-    for item in rows:
+    def line(item: dict[str, Any]) -> str:
         mark = "" if item["trust"] == "verified" else " [unverified]"
-        lines.append(f"- ({item['scope']}) {item['key']}{mark} — {first_line(item['value'], 100)}")
-    return "\n".join(lines) + more(r)
+        return f"- ({item['scope']}) {item['key']}{mark} — {first_line(item['value'], 100)}"
+
+    return page(r, "lessons", "no lessons", line)
+
+
+def page(r: dict[str, Any], field: str, empty: str, line: Callable[[dict[str, Any]], str]) -> str:
+    """A page of a listing: one line an item, then the next page's hint; ``empty`` when it holds none."""
+    if not r[field]:
+        return empty
+    return "\n".join(line(item) for item in r[field]) + more(r)
 
 
 def more(r: dict[str, Any]) -> str:
@@ -116,13 +120,11 @@ def forgot(r: dict[str, Any]) -> str:
 
 
 def tombstones(r: dict[str, Any]) -> str:
-    if not r["tombstones"]:
-        return "no tombstones"
-    lines = []
-    for t in r["tombstones"]:
+    def line(t: dict[str, Any]) -> str:
         lifted = f" (lifted {t['lifted_at']}: {t['lift_reason']})" if t["lifted_at"] else ""
-        lines.append(f"{t['id']:>5}  {t['scope']} {t['key']} — {t['reason']}{lifted}")
-    return "\n".join(lines) + more(r)
+        return f"{t['id']:>5}  {t['scope']} {t['key']} — {t['reason']}{lifted}"
+
+    return page(r, "tombstones", "no tombstones", line)
 
 
 def review(r: dict[str, Any]) -> str:
@@ -137,16 +139,14 @@ def review(r: dict[str, Any]) -> str:
 
 
 def audit(r: dict[str, Any]) -> str:
-    if not r["entries"]:
-        return "no audit entries"
-    lines = []
-    for e in r["entries"]:
+    def line(e: dict[str, Any]) -> str:
         where = f" {e['scope']} {e['key']}" if e["scope"] else ""
         versions = ""
         if e["version_before"] is not None or e["version_after"] is not None:
             versions = f" v{e['version_before'] or '-'}->v{e['version_after'] or '-'}"
-        lines.append(f"{e['seq']:>6} {e['at']} {e['actor']:<12} {e['action']:<10}{where}{versions}")
-    return "\n".join(lines) + more(r)
+        return f"{e['seq']:>6} {e['at']} {e['actor']:<12} {e['action']:<10}{where}{versions}"
+
+    return page(r, "entries", "no audit entries", line)
 
 
 def neighborhood(r: dict[str, Any]) -> str:

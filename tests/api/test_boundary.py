@@ -175,6 +175,7 @@ def test_an_allowed_name_is_served_and_others_still_refused(api: Api) -> None:
     from tests.api.conftest import Http
     from tests.http_server import serving
 
+    # A server of its own: the allowed host names are the app's configuration, not the shared server's.
     with serving(create_app(api.svc, mcp=False, allowed_hosts=["cairn.example.com"])) as base:
         http = Http(base)
         assert http("GET", "/v1/health", headers={"Host": "cairn.example.com"}).status == 200

@@ -58,6 +58,7 @@ class Rig:
         )
 
 
+# A store and servers of its own, not the shared server: the gateway app and its fake upstream are this rig's.
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     os.environ["CAIRN_EMBED_MODEL"] = "hash-test-64"

@@ -20,6 +20,7 @@ def test_mounted_in_the_api_beside_v1(gw: Rig) -> None:
     import openai
 
     gateway = Gateway(Conversations(gw.svc), Upstream(gw.upstream, PROVIDER_KEY))
+    # A server of its own: the gateway mounted in the app is this test's configuration.
     with serving(create_app(gw.svc, mcp=False, gateway=gateway)) as base:
         client = openai.OpenAI(base_url=base + "/v1", api_key=gw.alice, max_retries=0)
         reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])

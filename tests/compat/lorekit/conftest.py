@@ -1,21 +1,17 @@
-"""A real uvicorn on loopback serving Cairn's app (LoreKit's surface mounted in it), on SQLite and
-Postgres, with two accounts; requests go through a real HTTP client."""
+"""LoreKit's surface as Cairn's app mounts it, on the session's shared server (SQLite and Postgres),
+with two accounts of the module's own; requests go through a real HTTP client."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from cairn.runtime.local import local_principal
-from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
 from cairn.store.engine import Store
 from tests.api.conftest import Http
-from tests.conftest import new_store_url
-from tests.http_server import serving
+from tests.servers import embed_env, new_tenant, server_for
 
 BASE = "/lorekit/functions/v1"
 
@@ -28,29 +24,20 @@ class LoreKitServer:
     bob: str  # LoreKit-style admin token of account bob
     alice_ro: str  # lk_ro_… read-only token of alice
     store: Store
+    alice_name: str  # the module's own account on the shared server (an account is a tenant)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def lk(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoreKitServer]:
-    from cairn.api.app import create_app
-
-    os.environ["CAIRN_EMBED_MODEL"] = "hash-test-64"
-    url = new_store_url(request, request.param, tmp_path_factory.mktemp("lorekit"))
-    store = Store(url)
-    if request.param == "postgres":
-        store.upgrade()
-    svc = Cairn(store, Settings())
-    me = local_principal()
-    svc.ensure_tenant(me)
+def lk(request: pytest.FixtureRequest) -> Iterator[LoreKitServer]:
+    """Two accounts of this module's own, with LoreKit-style tokens, on the session's shared server."""
+    server = server_for(request, request.param)
+    t = new_tenant(server)
     tokens = {}
-    for name in ("alice", "bob"):
-        p = svc.resolve_token(svc.create_user(me, name)["token"])
-        tokens[name] = svc.token_create(p, perm="admin", style="lorekit", expires="never")["token"]
-        if name == "alice":
-            tokens["alice_ro"] = svc.token_create(p, perm="read", style="lorekit")["token"]
-    try:
-        with serving(create_app(svc, mcp=False)) as base:
-            yield LoreKitServer(Http(base + BASE), svc, tokens["alice"], tokens["bob"], tokens["alice_ro"], store)
-    finally:
-        store.dispose()
-        os.environ.pop("CAIRN_EMBED_MODEL", None)
+    for name, p in (("alice", t.alice_p), ("bob", t.bob_p)):
+        tokens[name] = server.svc.token_create(p, perm="admin", style="lorekit", expires="never")["token"]
+    tokens["alice_ro"] = server.svc.token_create(t.alice_p, perm="read", style="lorekit")["token"]
+    with embed_env():
+        yield LoreKitServer(
+            Http(server.base + BASE), server.svc, tokens["alice"], tokens["bob"], tokens["alice_ro"], server.store,
+            t.alice_name,
+        )  # fmt: skip

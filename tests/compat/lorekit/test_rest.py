@@ -198,7 +198,7 @@ def test_lorekit_tokens_are_stored_hashed_and_work_on_cairn_api_too(lk: LoreKitS
     [row] = lk.store.run(rows, write=False, token=digest)  # row security admits a lookup by hash
     assert row["prefix"] == lk.alice[:14]
     assert all(lk.alice not in str(v) for v in row.values())
-    assert lk.svc.resolve_token(lk.alice).actor == "alice"
+    assert lk.svc.resolve_token(lk.alice).actor == lk.alice_name
 
 
 @pytest.mark.parametrize(

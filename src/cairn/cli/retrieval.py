@@ -8,7 +8,7 @@ import typer
 
 from cairn.cli import render
 from cairn.cli.app import S, app, svc
-from cairn.core.lesson import Mode, TrustFilter, choices
+from cairn.core.lesson import MAX_SEARCH_RESULTS, Mode, TrustFilter, choices
 
 RepoOpt = Annotated[
     str | None, typer.Option(help="Working context: OWNER/NAME (ladder: branch, repo, project, global)")
@@ -27,7 +27,7 @@ def search(
     project: ProjectOpt = None,
     tag: Annotated[str | None, typer.Option(help="Only lessons with this tag")] = None,
     trust: Annotated[str | None, typer.Option(help=choices(TrustFilter))] = None,
-    limit: Annotated[int, typer.Option(help="At most this many results (1-100)")] = 10,
+    limit: Annotated[int, typer.Option(help=f"At most this many results (1-{MAX_SEARCH_RESULTS})")] = 10,
     mode: Annotated[str, typer.Option(help=choices(Mode))] = "hybrid",
 ) -> None:
     """Hybrid search (full text + meaning), ranked; with a repo/branch/project context it follows the ladder."""

@@ -89,6 +89,10 @@ MAX_FIELD_CHARS = 500  # source_agent, trigger, author, url
 # One page of any listing (lessons, candidates, audit entries, tombstones, tokens, members), on every
 # surface: the service, the HTTP API, MCP and the remote client ask and answer the same page.
 MAX_PAGE = 10_000
+# Read-side bounds, one definition for the service's checks, the request models and the CLI's help.
+MAX_QUERY_CHARS = 4000  # a search query or an error text given to recall
+MAX_SEARCH_RESULTS = 100  # results of one search
+MAX_TASK_CHARS = 2000  # the task hint of a context block
 
 
 def choices(enum: object) -> str:

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core import context as core
 from cairn.core.content import first_line
+from cairn.core.lesson import MAX_TASK_CHARS
 from cairn.core.principal import READ, Principal
 from cairn.core.scope import ladder
 from cairn.core.timeparse import utcnow
@@ -48,7 +49,6 @@ QUERY_CACHE = 256  # task/branch embeddings kept (a branch's session starts repe
 # task; at the ceiling it is as related as a paraphrase. Read off the eval set's answer/distractor
 # similarity distributions (evals/README.md).
 COSINE_FLOOR, COSINE_CEILING = 0.25, 0.65
-TASK_MAX = 2000
 
 
 def top_set_size(max_chars: int) -> int:
@@ -87,8 +87,8 @@ class Context:
         base = settings or self.settings
         cfg = base.with_overrides(max_chars=max_chars, loop_cap=loop_cap)
         task = (task or "").strip() or None
-        if task and len(task) > TASK_MAX:
-            raise CairnError("INVALID_INPUT", f"the task hint is {len(task)} characters; the limit is {TASK_MAX}")
+        if task and len(task) > MAX_TASK_CHARS:
+            raise CairnError("INVALID_INPUT", f"the task hint is {len(task)} characters; the limit is {MAX_TASK_CHARS}")
         rungs = ladder(repo=repo, branch=branch, project=project)
         visible = [s for s in rungs if principal.can_see(s)]
         terms = core.relevance_terms(branch, task)
@@ -156,7 +156,7 @@ class Context:
 
         embedder = get_embedder()
         cache = self._query_vectors
-        key = (embedder.name, text[:TASK_MAX])
+        key = (embedder.name, text[:MAX_TASK_CHARS])
         if key not in cache:
             if len(cache) >= QUERY_CACHE:
                 cache.pop(next(iter(cache)))

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.content import first_line
 from cairn.core.context import recall_block
-from cairn.core.lesson import MODES
+from cairn.core.lesson import MAX_QUERY_CHARS, MAX_SEARCH_RESULTS, MODES, TRUST_FILTERS
 from cairn.core.principal import READ, Principal
 from cairn.core.ranking import (
     STRONG_WEIGHT,
@@ -121,13 +121,13 @@ class Search:
         query = (query or "").strip()
         if not query:
             raise CairnError("INVALID_INPUT", "the search query is empty")
-        if len(query) > 4000:
-            raise CairnError("INVALID_INPUT", "the search query is longer than 4000 characters")
+        if len(query) > MAX_QUERY_CHARS:
+            raise CairnError("INVALID_INPUT", f"the search query is longer than {MAX_QUERY_CHARS} characters")
         if mode not in MODES:
             raise CairnError("INVALID_INPUT", f"mode must be one of {', '.join(MODES)}")
-        if not 1 <= limit <= 100:
-            raise CairnError("INVALID_INPUT", "limit must be between 1 and 100")
-        if trust is not None and trust not in ("candidate", "verified"):
+        if not 1 <= limit <= MAX_SEARCH_RESULTS:
+            raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_SEARCH_RESULTS}")
+        if trust is not None and trust not in TRUST_FILTERS:
             raise CairnError("INVALID_INPUT", "trust filter must be candidate or verified")
         tag_norm = normalize_tags([tag])[0] if tag else None
         found = self._retrieve(

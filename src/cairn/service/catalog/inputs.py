@@ -15,7 +15,19 @@ from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from cairn.core.lesson import MAX_PAGE, CandidateFate, Kind, Mode, Outcome, Rel, Sweep, TrustFilter
+from cairn.core.lesson import (
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    MAX_SEARCH_RESULTS,
+    MAX_TASK_CHARS,
+    CandidateFate,
+    Kind,
+    Mode,
+    Outcome,
+    Rel,
+    Sweep,
+    TrustFilter,
+)
 from cairn.core.principal import Level, TokenStyle
 from cairn.core.roles import NAME_RE, Role
 from cairn.fields import NO_NUL, Branch, Cursor, Duration, Key, Project, Repo, Scope, Tag, Value
@@ -120,14 +132,14 @@ class UnforgetBody(Strict):
 
 # -- retrieval --------------------------------------------------------------------------------------
 class SearchBody(Strict):
-    query: Annotated[str, Field(min_length=1, max_length=4000)]
+    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
     scopes: list[Scope] | None = None
     repo: Repo | None = None
     branch: Branch | None = None
     project: Project | None = None
     tag: Tag | None = None
     trust: Trust | None = None
-    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_RESULTS)] = 10
     mode: Mode = "hybrid"
 
 
@@ -143,7 +155,7 @@ class ContextBody(Strict):
     repo: Repo | None = None
     branch: Branch | None = None
     project: Project | None = None
-    task: Annotated[str, Field(max_length=4000)] | None = None
+    task: Annotated[str, Field(max_length=MAX_TASK_CHARS)] | None = None
     max_chars: Annotated[int, Field(ge=200, le=20000)] | None = None
     loop_cap: Annotated[int, Field(ge=0, le=100)] | None = None
 

@@ -38,3 +38,7 @@ def default_to(group: typer.Typer, run: Callable[[], object], doc: str | None) -
 
     default.__doc__ = doc
     group.callback()(default)
+
+
+# Why a lesson is rejected: forget and review reject are one operation (reject is forget).
+ReasonOpt = Annotated[str, typer.Option(help="Why this lesson is wrong (required)")]

@@ -25,6 +25,7 @@ from cairn.cli.args import (
     Key,
     KindOpt,
     LimitOpt,
+    ReasonOpt,
     Scope,
     TagOpt,
     ToOpt,
@@ -161,9 +162,7 @@ def restore(scope: Scope, key: Key) -> None:
 
 
 @app.command()
-def forget(
-    scope: Scope, key: Key, reason: Annotated[str, typer.Option(help="Why this lesson is wrong (required)")] = ""
-) -> None:
+def forget(scope: Scope, key: Key, reason: ReasonOpt = "") -> None:
     """Reject a lesson and tombstone its content: it can never be written back, under any key."""
     service, p = svc()
     result = service.forget(p, scope, key, reason)

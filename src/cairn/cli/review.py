@@ -14,7 +14,8 @@ from cairn.cli.app import (
     review_app,
     svc,
 )
-from cairn.cli.args import CursorOpt, Key, Scope
+from cairn.cli.args import CursorOpt, Key, ReasonOpt, Scope
+from cairn.cli.lessons import forget
 
 
 @review_app.callback()
@@ -41,13 +42,9 @@ def review_verify(scope: Scope, key: Key) -> None:
 
 
 @review_app.command("reject")
-def review_reject(
-    scope: Scope, key: Key, reason: Annotated[str, typer.Option(help="Why it is wrong (required)")] = ""
-) -> None:
+def review_reject(scope: Scope, key: Key, reason: ReasonOpt = "") -> None:
     """Reject a candidate: same as forget (rejected + tombstone)."""
-    service, p = svc()
-    result = service.reject(p, scope, key, reason)
-    S.out.ok(result, render.forgot(result))
+    forget(scope, key, reason)
 
 
 @audit_app.callback()

@@ -40,7 +40,6 @@ _PG_WEIGHTS = "{{{1:g},{1:g},{2:g},{0:g}}}".format(*(w / BM25_WEIGHTS[0] for w i
 PG_FTS_CONFIG = "cairn_fts"  # created by migration 0002: the default parser + an English stemmer, no stop words
 PG_MAX_NAME = 63  # bytes in a Postgres identifier
 HNSW_MAX_DIM = 2000  # pgvector indexes `vector` columns up to 2,000 dimensions with HNSW
-HNSW_EF_SEARCH_MAX = 1000
 
 
 def vec_table(model: str, dim: int) -> str:
@@ -423,55 +422,6 @@ def _vec_params(row: dict[str, Any], emb: bytes | str) -> dict[str, Any]:
 def vec_drop(conn: Connection, lesson_id: int) -> None:
     for table in vec_tables(conn):
         conn.execute(text(f"DELETE FROM {table} WHERE lesson_id = :id"), {"id": lesson_id})
-
-
-def vec_search(
-    conn: Connection,
-    table: str,
-    tenant_id: str,
-    query: bytes,
-    scopes: list[str] | None,
-    now: datetime,
-    k: int,
-    trust: str | None = None,
-    tag: str | None = None,
-) -> list[int]:
-    """Lesson ids nearest to ``query``, nearest first.
-
-    SQLite: Hamming distance on the binary-quantized index. Postgres: cosine distance on the full
-    vectors through the HNSW index (or an exact scan of the tenant's rows when the planner finds
-    that cheaper).
-    """
-    params: dict[str, Any] = {"k": k, "tenant": tenant_id, "now": int(now.timestamp())}
-    filters = " AND expires > :now" + _scope_sql(scopes, params, "scope")
-    if trust:
-        filters += " AND trust = :trust"
-        params["trust"] = trust
-    filters += _tag_sql(tag, params, "lesson_id")  # inside the KNN on both databases
-    if _pg(conn):
-        # HNSW stops after ef_search candidates; with the filters above a plain scan could return
-        # fewer than k even though more match. pgvector 0.8's iterative scan keeps walking the
-        # graph until k rows pass the filters (relaxed order: re-sorted below, and the caller
-        # re-ranks by exact cosine anyway). Both settings last until the transaction ends.
-        conn.execute(
-            text(
-                "SELECT set_config('hnsw.ef_search', :ef, true), "
-                "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
-            ),
-            {"ef": str(min(HNSW_EF_SEARCH_MAX, max(40, k)))},
-        )
-        params["q"] = _vector_literal(query)
-        sql = (
-            f"WITH nearest AS MATERIALIZED (SELECT lesson_id, embedding <=> CAST(:q AS vector) AS d FROM {table} "
-            "WHERE tenant_id = :tenant" + filters + " ORDER BY d LIMIT :k) SELECT lesson_id FROM nearest ORDER BY d"
-        )
-    else:
-        params["q"] = query
-        sql = (
-            f"SELECT lesson_id FROM {table} WHERE embedding MATCH vec_quantize_binary(:q) AND k = :k "
-            "AND tenant_id = :tenant" + filters
-        )
-    return [r[0] for r in conn.execute(text(sql), params)]
 
 
 def float_vectors(conn: Connection, model: str, ids: list[int]) -> dict[int, bytes]:

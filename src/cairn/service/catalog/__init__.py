@@ -28,9 +28,11 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
+from cairn.core.principal import Level
+
 # What the caller's credential must carry. read/write/admin: the token's permission (cumulative);
 # "account": any unrestricted credential of the account (its own tokens, invites it accepts).
-Permission = Literal["read", "write", "admin", "account"]
+Permission = Literal[Level, "account"]  # nested: the token levels are core's own
 
 
 NONE: Mapping[str, Any] = MappingProxyType({})

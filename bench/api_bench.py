@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT / "bench"))
 
+import runs  # noqa: E402
 import search_bench  # noqa: E402
 from store_bench import delta  # noqa: E402
 
@@ -285,18 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         result["commit"] = commit.stdout.strip()
         result["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
         result["cpus"] = os.cpu_count()
-        previous = json.loads(args.out.read_text()) if args.out.is_file() else None
-        print(report(result, previous))
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-        say(f"wrote {args.out}")
+        runs.keep(args.out, result, report, say)
     finally:
-        if server is not None:
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        runs.stop(server)
         shutil.rmtree(work_dir, ignore_errors=True)
     return 0
 

@@ -43,6 +43,7 @@ OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "src"))
 
+import runs  # noqa: E402
 from api_bench import free_port, say, start_server  # noqa: E402
 from store_bench import delta  # noqa: E402
 
@@ -276,18 +277,9 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg": [round(load0, 2), round(os.getloadavg()[0], 2)],
             "cpus": os.cpu_count(),
         }
-        previous = json.loads(args.out.read_text()) if args.out.is_file() else None
-        print(report(result, previous))
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-        say(f"wrote {args.out}")
+        runs.keep(args.out, result, report, say)
     finally:
-        if server is not None:
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        runs.stop(server)
         if pg is not None:
             pg.stop()
         shutil.rmtree(work, ignore_errors=True)

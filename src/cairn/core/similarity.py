@@ -1,0 +1,302 @@
+"""When two lessons say the same thing, when they disagree, and when a write repeats forgotten content.
+
+Three decisions, each made from the two texts and the cosine of their embeddings (the caller embeds;
+this module does no I/O):
+
+* :func:`is_near_duplicate` — consolidation may merge the two. A wrong merge archives a real lesson,
+  so the rule asks for a high cosine *and* shared wording, and refuses any pair whose texts disagree
+  (a negation, an antonym, a different number): "use X" and "never use X" embed almost identically.
+* :func:`is_contradiction` — the two are about the same thing and disagree: consolidation links them
+  with ``contradicts`` and puts both in the review queue. Nothing is resolved automatically, so a
+  false flag costs a reviewer a look.
+* :func:`is_tombstone_paraphrase` — a write resembles forgotten content: it is held for review
+  instead of stored. A miss lets forgotten content back into every read; a false hold costs a
+  reviewer's click. A write that *negates* the forgotten content is not a repeat of it.
+
+How two texts "disagree" (:func:`disagreement`) is a documented heuristic, checked in this order:
+
+1. **Preference swapped** — "X instead of Y" / "X rather than Y" / "prefer X over Y" in one text and
+   the same two terms the other way round in the other.
+2. **Order swapped** — "A before B" in one text and "B before A" (or "A after B") in the other;
+   "A before B" and "B after A" agree.
+3. **Negation** — the texts hold different numbers of negations (not, never, no, don't, avoid,
+   without, ...) and one negates a term the other asserts. A term a text both negates and asserts
+   ("is not set ... set it") is ambiguous and ignored; two texts with as many negations each are
+   taken to rephrase the same prohibition ("don't run pip as root" / "run pip, not as root").
+4. **Antonyms** — one text uses a word of a pair in :data:`ANTONYMS` (enable/disable, always/never,
+   allow/deny, ...) and the other uses its opposite without the first.
+5. **Numbers** — both texts carry numbers or versions and each has one the other lacks (a timeout of
+   30 s against 60 s, Node 18 against Node 20). Paraphrases keep their numbers; this counts for
+   merges and contradictions but not for tombstones (a forgotten secret with one digit changed is
+   still held).
+
+The thresholds below are cosines of Cairn's shipped embedder (``cairn.search.embed``); they are
+provisional defaults until the labelled pair sets in ``evals/similarity/`` calibrate them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from cairn.core.ranking import STOP_WORDS, stem
+
+__all__ = [
+    "ANTONYMS",
+    "CONTRADICTION_COSINE",
+    "MERGE_COSINE",
+    "MERGE_OVERLAP",
+    "NEGATIONS",
+    "PARAPHRASE_COSINE",
+    "Disagreement",
+    "disagreement",
+    "is_contradiction",
+    "is_near_duplicate",
+    "is_tombstone_paraphrase",
+    "lexical_overlap",
+]
+
+#: Cosine at or above which two lessons may be merged (with :data:`MERGE_OVERLAP` and no disagreement).
+MERGE_COSINE = 0.85
+#: Share of content words (Jaccard of stems) two mergeable lessons must have in common.
+MERGE_OVERLAP = 0.3
+#: Cosine at or above which two disagreeing lessons are flagged as contradicting each other.
+CONTRADICTION_COSINE = 0.8
+#: Cosine at or above which a write is held as a paraphrase of a forgotten lesson (unless it negates it).
+PARAPHRASE_COSINE = 0.75
+
+#: Words that negate what follows them in their clause.
+NEGATIONS = frozenset(
+    """
+    not no never nor none neither cannot without avoid don't doesn't didn't isn't aren't wasn't weren't
+    won't can't couldn't shouldn't mustn't needn't dont doesnt didnt isnt arent wasnt wont cant shouldnt
+    """.split()
+)
+
+#: Pairs of words whose swap turns a lesson into its opposite. Stems are compared (``enabled`` is
+#: ``enable``), so list each pair once in its plain form.
+ANTONYMS: tuple[tuple[str, str], ...] = (
+    ("enable", "disable"),
+    ("always", "never"),
+    ("allow", "deny"),
+    ("allow", "block"),
+    ("accept", "reject"),
+    ("add", "remove"),
+    ("install", "uninstall"),
+    ("include", "exclude"),
+    ("increase", "decrease"),
+    ("raise", "lower"),
+    ("true", "false"),
+    ("on", "off"),
+    ("yes", "no"),
+    ("public", "private"),
+    ("sync", "async"),
+    ("synchronous", "asynchronous"),
+    ("lock", "unlock"),
+    ("mount", "unmount"),
+    ("encrypt", "decrypt"),
+    ("required", "optional"),
+    ("safe", "unsafe"),
+    ("secure", "insecure"),
+    ("upper", "lower"),
+    ("min", "max"),
+    ("minimum", "maximum"),
+    ("first", "last"),
+    ("start", "stop"),
+    ("open", "close"),
+    ("inside", "outside"),
+    ("local", "global"),
+    ("strict", "lenient"),
+    ("succeed", "fail"),
+    ("works", "breaks"),
+)
+
+_CLAUSE = re.compile(r"[.;:!?\n]|,\s*(?:but|however|so|then|otherwise)\b|\bbut\b|\bhowever\b|\botherwise\b")
+_TOKEN = re.compile(r"[^\W_][\w'’.-]*[^\W_]|[^\W_]", re.UNICODE)
+_NUMBER = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)*)(?:[a-z]{1,3})?(?![\w])", re.I)
+#: How many content words after a negation it reaches.
+_NEGATION_REACH = 2
+#: Phrases whose left side is preferred over their right side.
+_PREFER = re.compile(r"\b(?:instead\s+of|rather\s+than|in\s+place\s+of|over)\b")
+_ORDER = re.compile(r"\b(?:before|after)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Disagreement:
+    """Why two similar texts disagree: ``kind`` is one of preference, order, negation, antonym,
+    number; ``detail`` names the words or numbers involved (for a plan's reason line)."""
+
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+def _stem(token: str) -> str:
+    """ranking's crude stem, then a final ``e`` dropped, so ``cache``/``caches`` and ``base``/``based`` meet."""
+    s = stem(token)
+    return s[:-1] if len(s) > 3 and s.endswith("e") else s
+
+
+def _norm_token(token: str) -> str:
+    return token.lower().replace("’", "'").strip("'.-")
+
+
+def _content(tokens: list[str]) -> list[str]:
+    return [_stem(t) for t in tokens if len(t) > 1 and t not in STOP_WORDS and t not in NEGATIONS]
+
+
+@lru_cache(maxsize=4096)
+def _clauses(text: str) -> tuple[tuple[str, ...], ...]:
+    out = []
+    for part in _CLAUSE.split(text.lower().replace("’", "'")):
+        if part:
+            toks = tuple(t for t in (_norm_token(m) for m in _TOKEN.findall(part)) if t)
+            if toks:
+                out.append(toks)
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(s for clause in _clauses(text) for s in _content(list(clause)) if not s.isdigit())
+
+
+def lexical_overlap(a_text: str, b_text: str) -> float:
+    """Jaccard similarity of the two texts' content-word stems (0 when either has none)."""
+    a, b = _stems(a_text), _stems(b_text)
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def _is_negation(token: str) -> bool:
+    return token in NEGATIONS or token.endswith("n't")
+
+
+@lru_cache(maxsize=4096)
+def _polarity(text: str) -> tuple[frozenset[str], frozenset[str], int]:
+    """(stems the text only negates, stems it asserts somewhere, how many negations it holds)."""
+    negated: set[str] = set()
+    asserted: set[str] = set()
+    count = 0
+    for clause in _clauses(text):
+        reach = 0
+        for tok in clause:
+            if _is_negation(tok):
+                reach = _NEGATION_REACH
+                count += 1
+                continue
+            if len(tok) < 2 or tok in STOP_WORDS or tok.isdigit():
+                continue
+            s = _stem(tok)
+            if reach > 0:
+                negated.add(s)
+                reach -= 1
+            else:
+                asserted.add(s)
+    return frozenset(negated - asserted), frozenset(asserted), count
+
+
+def _relations(text: str, pattern: re.Pattern[str], flip: set[str]) -> set[tuple[str, str]]:
+    """Ordered (first, second) stem pairs around each match of ``pattern`` in a clause: the nearest
+    content words on its left and right. A match word in ``flip`` reverses the pair."""
+    pairs: set[tuple[str, str]] = set()
+    for part in _CLAUSE.split(text.lower().replace("’", "'")):
+        if not part:
+            continue
+        for m in pattern.finditer(part):
+            before, after = part[: m.start()], part[m.end() :]
+            if not before.strip() and "," in after:
+                # "Before deploying, run migrations": the clause after the comma is the left side.
+                after, before = after.split(",", 1)
+            left = _content([_norm_token(t) for t in _TOKEN.findall(before)])[-2:]
+            right = _content([_norm_token(t) for t in _TOKEN.findall(after)])[:2]
+            word = m.group(0).split()[0]
+            for x in left:
+                for y in right:
+                    if x != y:
+                        pairs.add((y, x) if word in flip else (x, y))
+    return pairs
+
+
+def _swapped(a: set[tuple[str, str]], b: set[tuple[str, str]]) -> tuple[str, str] | None:
+    for x, y in sorted(a):
+        if (y, x) in b and (x, y) not in b:
+            return (x, y)
+    return None
+
+
+def _numbers(text: str) -> frozenset[str]:
+    return frozenset(m.group(1) for m in _NUMBER.finditer(text))
+
+
+def _has(stems: frozenset[str], word: str) -> bool:
+    return _stem(word) in stems
+
+
+@lru_cache(maxsize=4096)
+def _all_stems(text: str) -> frozenset[str]:
+    """Every word's stem, stop words and negations included (antonyms include ``on``/``off``, ``no``)."""
+    return frozenset(_stem(t) for clause in _clauses(text) for t in clause)
+
+
+def disagreement(a_text: str, b_text: str, *, numbers: bool = True) -> Disagreement | None:
+    """The first way (in the module's documented order) in which the two texts disagree, or None.
+
+    Only meaningful for texts already known to be about the same thing (a high cosine): on unrelated
+    texts it finds "disagreements" that mean nothing. ``numbers=False`` skips the number rule.
+    """
+    swap = _swapped(_relations(a_text, _PREFER, set()), _relations(b_text, _PREFER, set()))
+    if swap:
+        return Disagreement("preference", f"{swap[0]} over {swap[1]} / {swap[1]} over {swap[0]}")
+    swap = _swapped(_relations(a_text, _ORDER, {"after"}), _relations(b_text, _ORDER, {"after"}))
+    if swap:
+        return Disagreement("order", f"{swap[0]} before {swap[1]} / {swap[1]} before {swap[0]}")
+    a_neg, a_pos, a_count = _polarity(a_text)
+    b_neg, b_pos, b_count = _polarity(b_text)
+    flipped = sorted((a_neg & b_pos) | (b_neg & a_pos))
+    if flipped and a_count != b_count:
+        return Disagreement("negation", ", ".join(flipped[:3]))
+    a_all, b_all = _all_stems(a_text), _all_stems(b_text)
+    for x, y in ANTONYMS:
+        for p, q in ((x, y), (y, x)):
+            if _has(a_all, p) and _has(b_all, q) and not _has(a_all, q) and not _has(b_all, p):
+                return Disagreement("antonym", f"{p} / {q}")
+    if numbers:
+        a_num, b_num = _numbers(a_text), _numbers(b_text)
+        if a_num - b_num and b_num - a_num:
+            return Disagreement("number", f"{', '.join(sorted(a_num - b_num))} / {', '.join(sorted(b_num - a_num))}")
+    return None
+
+
+def is_near_duplicate(a_text: str, b_text: str, cosine: float) -> bool:
+    """Whether two lessons say the same thing closely enough that one may supersede the other.
+
+    All three must hold: cosine >= :data:`MERGE_COSINE`, content-word overlap >= :data:`MERGE_OVERLAP`,
+    and no :func:`disagreement` between them (a negation pair embeds as near as a paraphrase).
+    """
+    if cosine < MERGE_COSINE or lexical_overlap(a_text, b_text) < MERGE_OVERLAP:
+        return False
+    return disagreement(a_text, b_text) is None
+
+
+def is_contradiction(a_text: str, b_text: str, cosine: float) -> bool:
+    """Whether two lessons are about the same thing (cosine >= :data:`CONTRADICTION_COSINE`) and
+    disagree (:func:`disagreement`): flagged for a person, never resolved automatically."""
+    return cosine >= CONTRADICTION_COSINE and disagreement(a_text, b_text) is not None
+
+
+def is_tombstone_paraphrase(candidate_text: str, forgotten_text: str, cosine: float) -> bool:
+    """Whether a write repeats forgotten content closely enough to be held for review.
+
+    Cosine >= :data:`PARAPHRASE_COSINE`, unless the write disagrees with the forgotten text by
+    preference, order, negation or antonym ("never do X" after forgetting "do X" is not a repeat of
+    it). Differing numbers do not release a write: forgotten content with one figure changed is
+    still that content.
+    """
+    if cosine < PARAPHRASE_COSINE:
+        return False
+    return disagreement(candidate_text, forgotten_text, numbers=False) is None

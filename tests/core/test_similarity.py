@@ -1,0 +1,123 @@
+"""The merge, contradiction and tombstone-paraphrase rules on fixed texts and cosines."""
+
+from __future__ import annotations
+
+import pytest
+
+from cairn.core import similarity as sim
+from cairn.core.similarity import (
+    disagreement,
+    is_contradiction,
+    is_near_duplicate,
+    is_tombstone_paraphrase,
+    lexical_overlap,
+)
+
+HIGH = 0.97  # above every threshold: what decides is the text rule
+
+
+def test_thresholds_are_ordered_cosines() -> None:
+    for value in (sim.MERGE_COSINE, sim.CONTRADICTION_COSINE, sim.PARAPHRASE_COSINE):
+        assert 0.0 < value < 1.0
+    assert 0.0 <= sim.MERGE_OVERLAP <= 1.0
+
+
+def test_rephrased_lesson_is_a_near_duplicate() -> None:
+    a = "Run pytest with -s to see print output; it captures stdout by default."
+    b = "pytest captures stdout by default, so print output only shows with -s."
+    assert is_near_duplicate(a, b, HIGH)
+    assert not is_contradiction(a, b, HIGH)
+
+
+def test_below_the_merge_cosine_is_not_a_duplicate_even_with_the_same_words() -> None:
+    a = "Set fetch-depth: 0 on actions/checkout to get tags in CI."
+    assert not is_near_duplicate(a, a, sim.MERGE_COSINE - 0.01)
+    assert is_near_duplicate(a, a, sim.MERGE_COSINE)
+
+
+def test_shared_topic_with_little_shared_wording_is_not_merged() -> None:
+    a = "Postgres: too many clients means the pool is oversized; put PgBouncer in front."
+    b = "Connection refused on 5432 inside compose: use the service name db, not localhost."
+    assert lexical_overlap(a, b) < sim.MERGE_OVERLAP
+    assert not is_near_duplicate(a, b, HIGH)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "kind"),
+    [
+        ("Use uv to install dependencies in CI.", "Never use uv to install dependencies in CI.", "negation"),
+        ("Do commit the lockfile.", "Don't commit the lockfile.", "negation"),
+        ("Enable WAL mode for the SQLite database.", "Disable WAL mode for the SQLite database.", "antonym"),
+        ("Always pin the base image by digest.", "Never pin the base image by digest.", "negation"),
+        ("Use psycopg instead of asyncpg here.", "Use asyncpg instead of psycopg here.", "preference"),
+        ("Run migrations before deploying the app.", "Run migrations after deploying the app.", "order"),
+        ("Set statement_timeout to 30s for the app role.", "Set statement_timeout to 60s for the app role.", "number"),
+        ("Build with Node 18 in CI.", "Build with Node 20 in CI.", "number"),
+    ],
+)
+def test_disagreeing_pairs_never_merge_and_are_flagged(a: str, b: str, kind: str) -> None:
+    found = disagreement(a, b)
+    assert found is not None and found.kind == kind
+    assert disagreement(b, a) is not None  # symmetric
+    assert not is_near_duplicate(a, b, HIGH)
+    assert is_contradiction(a, b, HIGH)
+    assert not is_contradiction(a, b, sim.CONTRADICTION_COSINE - 0.01)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # The same order said both ways round.
+        ("Run migrations before deploying the app.", "Deploy the app only after migrations ran."),
+        ("Before deploying the app, run migrations.", "Run migrations before deploying the app."),
+        # A negation in both, around different words: the same prohibition rephrased.
+        ("Don't run pip as root; use a venv.", "Run pip inside a venv, not as root."),
+        # A word both negated and asserted in one text is ambiguous, not a flip.
+        (
+            "The build fails because PYTHONPATH is not set. Set it in the workflow.",
+            "Set PYTHONPATH in the workflow, otherwise the build fails.",
+        ),
+    ],
+)
+def test_agreeing_rephrasings_are_not_disagreements(a: str, b: str) -> None:
+    assert disagreement(a, b) is None
+    assert not is_contradiction(a, b, HIGH)
+
+
+def test_unrelated_texts_are_never_flagged_whatever_the_words() -> None:
+    a = "Enable WAL mode for SQLite."
+    b = "Disable WAL mode for SQLite."
+    assert not is_contradiction(a, b, 0.2)
+
+
+def test_paraphrase_of_forgotten_content_is_held() -> None:
+    forgotten = "The staging database password is in the ops vault under pg-staging."
+    write = "You can find the pg-staging DB password in the ops vault."
+    assert is_tombstone_paraphrase(write, forgotten, HIGH)
+    assert not is_tombstone_paraphrase(write, forgotten, sim.PARAPHRASE_COSINE - 0.01)
+
+
+def test_negated_version_of_forgotten_content_is_not_held() -> None:
+    forgotten = "Use --force when pushing to the release branch."
+    write = "Never use --force when pushing to the release branch."
+    assert not is_tombstone_paraphrase(write, forgotten, HIGH)
+    assert not is_tombstone_paraphrase(forgotten, write, HIGH)
+
+
+def test_forgotten_content_with_a_number_changed_is_still_held() -> None:
+    forgotten = "The deploy key for acme/infra expires on 2027-03-01; rotate it with make rotate-key."
+    write = "The deploy key for acme/infra expires on 2027-04-01; rotate it with make rotate-key."
+    assert disagreement(write, forgotten) is not None  # the number rule sees it ...
+    assert is_tombstone_paraphrase(write, forgotten, HIGH)  # ... and the tombstone check ignores it
+
+
+def test_lexical_overlap_bounds() -> None:
+    assert lexical_overlap("", "anything") == 0.0
+    assert lexical_overlap("Docker build cache", "docker BUILD caches") == 1.0
+    assert 0.0 < lexical_overlap("docker build cache fills disk", "docker build is slow") < 1.0
+
+
+def test_reason_reads_as_a_line() -> None:
+    found = disagreement("Enable WAL mode.", "Disable WAL mode.")
+    assert found is not None
+    assert str(found) == "antonym: enable / disable"

@@ -121,3 +121,11 @@ def test_reason_reads_as_a_line() -> None:
     found = disagreement("Enable WAL mode.", "Disable WAL mode.")
     assert found is not None
     assert str(found) == "antonym: enable / disable"
+
+
+def test_tokens_and_negated() -> None:
+    assert sim.tokens("Don’t run `pip` as ROOT!") == ["don't", "run", "pip", "as", "root"]
+    assert sim.negated("Never use uv.")
+    assert not sim.negated("Use uv.")
+    assert not sim.negated("Not without a lock file.")  # two negations cancel
+    assert min(sim.MERGE_COSINE, sim.CONTRADICTION_COSINE) == sim.MIN_COSINE

@@ -47,6 +47,7 @@ __all__ = [
     "CONTRADICTION_COSINE",
     "MERGE_COSINE",
     "MERGE_OVERLAP",
+    "MIN_COSINE",
     "NEGATIONS",
     "PARAPHRASE_COSINE",
     "Disagreement",
@@ -55,6 +56,8 @@ __all__ = [
     "is_near_duplicate",
     "is_tombstone_paraphrase",
     "lexical_overlap",
+    "negated",
+    "tokens",
 ]
 
 #: Cosine at or above which two lessons may be merged (with :data:`MERGE_OVERLAP` and no disagreement).
@@ -65,6 +68,9 @@ MERGE_OVERLAP = 0.3
 CONTRADICTION_COSINE = 0.8
 #: Cosine at or above which a write is held as a paraphrase of a forgotten lesson (unless it negates it).
 PARAPHRASE_COSINE = 0.75
+#: The lowest cosine at which a consolidation rule (merge or contradiction) can hold: a neighbour
+#: search may drop every pair below it without asking.
+MIN_COSINE = min(MERGE_COSINE, CONTRADICTION_COSINE)
 
 #: Words that negate what follows them in their clause.
 NEGATIONS = frozenset(
@@ -170,6 +176,20 @@ def lexical_overlap(a_text: str, b_text: str) -> float:
     if not a or not b:
         return 0.0
     return len(a & b) / len(a | b)
+
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+
+
+def tokens(text: str) -> list[str]:
+    """Lowercased word tokens, contractions kept whole (``don't``): two texts with the same tokens
+    differ only in case, spacing and punctuation."""
+    return [t.lower().replace("’", "'") for t in _WORD.findall(text)]
+
+
+def negated(text: str) -> bool:
+    """Whether the text holds an odd number of negations (which side of a contradiction says "not")."""
+    return sum(1 for t in tokens(text) if _is_negation(t)) % 2 == 1
 
 
 def _is_negation(token: str) -> bool:

@@ -53,6 +53,18 @@ def test_shared_topic_with_little_shared_wording_is_not_merged() -> None:
         ("Run migrations before deploying the app.", "Run migrations after deploying the app.", "order"),
         ("Set statement_timeout to 30s for the app role.", "Set statement_timeout to 60s for the app role.", "number"),
         ("Build with Node 18 in CI.", "Build with Node 20 in CI.", "number"),
+        # File names keep their dots inside one clause; -ing forms meet their verb (tagging / tag).
+        (
+            "Bump the version in Cargo.toml before tagging.",
+            "Tag the release before bumping the version in Cargo.toml.",
+            "order",
+        ),
+        # Sides made only of symbols still count.
+        (
+            "In shell scripts use [[ ]] rather than [ ] for tests.",
+            "In shell scripts use [ ] rather than [[ ]] for tests.",
+            "preference",
+        ),
     ],
 )
 def test_disagreeing_pairs_never_merge_and_are_flagged(a: str, b: str, kind: str) -> None:
@@ -76,6 +88,15 @@ def test_disagreeing_pairs_never_merge_and_are_flagged(a: str, b: str, kind: str
         (
             "The build fails because PYTHONPATH is not set. Set it in the workflow.",
             "Set PYTHONPATH in the workflow, otherwise the build fails.",
+        ),
+        # "Don't forget to" asks for the thing.
+        ("Don't forget to run alembic upgrade head after pulling.", "After pulling, run alembic upgrade head."),
+        # A negated antonym agrees with the other word.
+        ("Pin urllib3 below 2: botocore breaks with it.", "Keep urllib3 below 2, botocore doesn't work with it."),
+        # Each negates what the other asserts: two wordings of one prohibition, not a flip.
+        (
+            "Marco is leaving; don't assign him the migration project.",
+            "Don't give Marco the migration project, not public yet.",
         ),
     ],
 )

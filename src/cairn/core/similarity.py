@@ -30,8 +30,10 @@ How two texts "disagree" (:func:`disagreement`) is a documented heuristic, check
    merges and contradictions but not for tombstones (a forgotten secret with one digit changed is
    still held).
 
-The thresholds below are cosines of Cairn's shipped embedder (``cairn.search.embed``); they are
-provisional defaults until the labelled pair sets in ``evals/similarity/`` calibrate them.
+The thresholds below are cosines of Cairn's shipped embedder (``cairn.search.embed``), fitted on the
+dev halves of the labelled pair sets in ``evals/similarity/`` by ``python evals/similarity/calibrate.py``
+(which says how each operating point is chosen); the precision and recall they give on the test
+halves are in ``evals/similarity/README.md``. Change them only by re-running that script.
 """
 
 from __future__ import annotations
@@ -61,13 +63,13 @@ __all__ = [
 ]
 
 #: Cosine at or above which two lessons may be merged (with :data:`MERGE_OVERLAP` and no disagreement).
-MERGE_COSINE = 0.85
+MERGE_COSINE = 0.8
 #: Share of content words (Jaccard of stems) two mergeable lessons must have in common.
-MERGE_OVERLAP = 0.3
+MERGE_OVERLAP = 0.15
 #: Cosine at or above which two disagreeing lessons are flagged as contradicting each other.
-CONTRADICTION_COSINE = 0.8
+CONTRADICTION_COSINE = 0.73
 #: Cosine at or above which a write is held as a paraphrase of a forgotten lesson (unless it negates it).
-PARAPHRASE_COSINE = 0.75
+PARAPHRASE_COSINE = 0.65
 #: The lowest cosine at which a consolidation rule (merge or contradiction) can hold: a neighbour
 #: search may drop every pair below it without asking.
 MIN_COSINE = min(MERGE_COSINE, CONTRADICTION_COSINE)
@@ -118,9 +120,11 @@ ANTONYMS: tuple[tuple[str, str], ...] = (
     ("works", "breaks"),
 )
 
-_CLAUSE = re.compile(r"[.;:!?\n]|,\s*(?:but|however|so|then|otherwise)\b|\bbut\b|\bhowever\b|\botherwise\b")
+_CLAUSE = re.compile(r"[.;:!?](?=\s|$)|\n|,\s*(?:but|however|so|then|otherwise)\b|\bbut\b|\bhowever\b|\botherwise\b")
 _TOKEN = re.compile(r"[^\W_][\w'’.-]*[^\W_]|[^\W_]", re.UNICODE)
 _NUMBER = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)*)(?:[a-z]{1,3})?(?![\w])", re.I)
+#: Words that a negation in front of turns back into an instruction ("don't forget", "never fail to").
+_CANCELS = frozenset({"forget", "fail", "miss", "hesitate"})
 #: How many content words after a negation it reaches.
 _NEGATION_REACH = 2
 #: Phrases whose left side is preferred over their right side.
@@ -141,9 +145,14 @@ class Disagreement:
 
 
 def _stem(token: str) -> str:
-    """ranking's crude stem, then a final ``e`` dropped, so ``cache``/``caches`` and ``base``/``based`` meet."""
+    """ranking's crude stem, then a final ``e`` dropped (``cache``/``caches``, ``base``/``based``) and a
+    doubled final consonant undoubled (``tagging``/``tag``, ``committed``/``commit``)."""
     s = stem(token)
-    return s[:-1] if len(s) > 3 and s.endswith("e") else s
+    if len(s) > 3 and s.endswith("e"):
+        return s[:-1]
+    if len(s) > 3 and s[-1] == s[-2] and s[-1] not in "aeiouls":
+        return s[:-1]
+    return s
 
 
 def _norm_token(token: str) -> str:
@@ -204,10 +213,14 @@ def _polarity(text: str) -> tuple[frozenset[str], frozenset[str], int]:
     count = 0
     for clause in _clauses(text):
         reach = 0
-        for tok in clause:
+        for i, tok in enumerate(clause):
             if _is_negation(tok):
+                if i + 1 < len(clause) and clause[i + 1] in _CANCELS:
+                    continue  # "don't forget to run X" asks to run X
                 reach = _NEGATION_REACH
                 count += 1
+                continue
+            if tok in _CANCELS and i and _is_negation(clause[i - 1]):
                 continue
             if len(tok) < 2 or tok in STOP_WORDS or tok.isdigit():
                 continue
@@ -218,6 +231,18 @@ def _polarity(text: str) -> tuple[frozenset[str], frozenset[str], int]:
             else:
                 asserted.add(s)
     return frozenset(negated - asserted), frozenset(asserted), count
+
+
+def _side(chunk: str) -> list[str]:
+    """One side of a relation, in order: content stems, and runs of symbols kept as they are, so
+    ``[[ ]] rather than [ ]`` has sides too."""
+    out: list[str] = []
+    for word in chunk.split():
+        if any(ch.isalnum() for ch in word):
+            out.extend(_content([_norm_token(t) for t in _TOKEN.findall(word)]))
+        elif not all(ch in ",;:()\"'`" for ch in word):
+            out.append(word)
+    return out
 
 
 def _relations(text: str, pattern: re.Pattern[str], flip: set[str]) -> set[tuple[str, str]]:
@@ -232,8 +257,8 @@ def _relations(text: str, pattern: re.Pattern[str], flip: set[str]) -> set[tuple
             if not before.strip() and "," in after:
                 # "Before deploying, run migrations": the clause after the comma is the left side.
                 after, before = after.split(",", 1)
-            left = _content([_norm_token(t) for t in _TOKEN.findall(before)])[-2:]
-            right = _content([_norm_token(t) for t in _TOKEN.findall(after)])[:2]
+            left = _side(before)[-2:]
+            right = _side(after)[:2]
             word = m.group(0).split()[0]
             for x in left:
                 for y in right:
@@ -277,13 +302,16 @@ def disagreement(a_text: str, b_text: str, *, numbers: bool = True) -> Disagreem
         return Disagreement("order", f"{swap[0]} before {swap[1]} / {swap[1]} before {swap[0]}")
     a_neg, a_pos, a_count = _polarity(a_text)
     b_neg, b_pos, b_count = _polarity(b_text)
-    flipped = sorted((a_neg & b_pos) | (b_neg & a_pos))
-    if flipped and a_count != b_count:
+    a_flip, b_flip = a_neg & b_pos, b_neg & a_pos
+    flipped = sorted(a_flip | b_flip)
+    if flipped and not (a_flip and b_flip) and a_count != b_count:
         return Disagreement("negation", ", ".join(flipped[:3]))
     a_all, b_all = _all_stems(a_text), _all_stems(b_text)
     for x, y in ANTONYMS:
         for p, q in ((x, y), (y, x)):
             if _has(a_all, p) and _has(b_all, q) and not _has(a_all, q) and not _has(b_all, p):
+                if _has(a_neg, p) or _has(b_neg, q):
+                    continue  # "breaks" against "doesn't work": a negated antonym agrees
                 return Disagreement("antonym", f"{p} / {q}")
     if numbers:
         a_num, b_num = _numbers(a_text), _numbers(b_text)

@@ -187,7 +187,7 @@ def _register_commands() -> None:
     """Each resource's commands, in the order --help lists them (importing a module registers them)."""
     import importlib
 
-    for name in ("lessons", "review", "retrieval", "operate"):
+    for name in ("lessons", "review", "retrieval", "operate", "consolidate"):
         importlib.import_module(f"cairn.cli.{name}")
     from cairn.cli.accounts import register
     from cairn.cli.gateway import register as register_gateway

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ class Spec:
     low: float
     high: float
     help: str
+    check: Callable[[str], object] | None = None  # text settings: refuses a value outside its grammar
 
     @property
     def dotted(self) -> str:
@@ -44,6 +46,12 @@ class Spec:
     @property
     def env(self) -> str:
         return "CAIRN_" + "_".join(self.path).upper()
+
+
+def _schedule_check(text: str) -> object:
+    from cairn.core.consolidation import schedule_interval
+
+    return schedule_interval(text)
 
 
 SPECS = (
@@ -92,6 +100,25 @@ SPECS = (
     ),
     Spec("gateway_port", ("gateway", "port"), int, 0, 65535, "cairn gateway's port (0: 8322)"),
     Spec("gateway_extract", ("gateway", "extract"), int, 0, 1, "1: extract candidate lessons after each turn"),
+    # Consolidation (docs/consolidation.md): cairn serve plans on this schedule; a person applies.
+    Spec(
+        "consolidate_schedule",
+        ("consolidate", "schedule"),
+        str,
+        1,
+        40,
+        "how often cairn serve plans a consolidation: off, hourly, daily, weekly or a duration (12h, 2d)",
+        _schedule_check,
+    ),
+    Spec("consolidate_auto_apply", ("consolidate", "auto_apply"), int, 0, 1, "1: scheduled plans apply at once"),
+    Spec(
+        "consolidate_stale_days",
+        ("consolidate", "stale_days"),
+        int,
+        1,
+        36500,
+        "days after which a candidate seen once and never helped is proposed for archiving",
+    ),
 )
 _BY_PATH = {s.path: s for s in SPECS}
 # Environment names kept from before the [context] section existed.
@@ -127,6 +154,9 @@ class Settings:
     gateway_upstream_key_env: str = ""
     gateway_port: int = 0
     gateway_extract: int = 0
+    consolidate_schedule: str = "daily"
+    consolidate_auto_apply: int = 0  # 0: scheduled plans wait for a person
+    consolidate_stale_days: int = 90
     sources: dict[str, str] = field(default_factory=dict)
 
     def source(self, name: str) -> str:
@@ -164,6 +194,11 @@ def _coerce(spec: Spec, raw: Any, where: str, code: str = "SETUP") -> int | floa
             raise CairnError(code, f"{spec.dotted} must be text, got {raw!r} ({where})")
         if not spec.low <= len(raw.strip()) <= spec.high:
             raise CairnError(code, f"{spec.dotted} is longer than {int(spec.high)} characters ({where})")
+        if spec.check is not None:
+            try:
+                spec.check(raw.strip())
+            except CairnError as exc:
+                raise CairnError(code, f"{spec.dotted}: {exc.message} ({where})") from None
         return raw.strip()
     if isinstance(raw, bool):
         raise CairnError(code, f"{spec.dotted} must be a number, got {raw!r} ({where})")

@@ -18,6 +18,7 @@ from cairn.runtime.settings import Settings
 from cairn.service import rank_cache
 from cairn.service.auth import Auth
 from cairn.service.browse import Browse
+from cairn.service.consolidation import Consolidation
 from cairn.service.context import Context
 from cairn.service.conversations import Conversations
 from cairn.service.embeddings import Embeddings
@@ -77,6 +78,7 @@ class Services:
     status: Status
     webhooks: Webhooks
     conversations: Conversations
+    consolidation: Consolidation
 
     @classmethod
     def compose(
@@ -87,6 +89,7 @@ class Services:
         orgs = Orgs(store)
         tombstones = Tombstones(store)
         embeddings = Embeddings(store)
+        ranks = caches.ranks
         return cls(
             auth=auth or Auth(store),
             orgs=orgs,
@@ -109,6 +112,7 @@ class Services:
             status=Status(store),
             webhooks=Webhooks(store, settings, orgs, lessons),
             conversations=Conversations(facade),
+            consolidation=Consolidation(store, settings, lessons, embeddings, ranks),
         )
 
 
@@ -229,3 +233,13 @@ class Cairn:
     conversation_list = _Op("conversations", Conversations.list)
     conversation_show = _Op("conversations", Conversations.show)
     conversation_forget = _Op("conversations", Conversations.forget)
+
+    # -- consolidation (docs/consolidation.md) --------------------------------------------------
+    consolidate_preview = _Op("consolidation", Consolidation.consolidate_preview)
+    consolidate_plan = _Op("consolidation", Consolidation.consolidate_plan)
+    consolidate_apply = _Op("consolidation", Consolidation.consolidate_apply)
+    consolidate_resume = _Op("consolidation", Consolidation.consolidate_resume)
+    consolidate_drop = _Op("consolidation", Consolidation.consolidate_drop)
+    consolidate_undo = _Op("consolidation", Consolidation.consolidate_undo)
+    consolidate_runs = _Op("consolidation", Consolidation.consolidate_runs)
+    consolidate_show = _Op("consolidation", Consolidation.consolidate_show)

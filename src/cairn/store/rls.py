@@ -74,6 +74,8 @@ DATA_TABLES = (
     "conversation_messages",
     "conversation_tombstones",
     "conversation_lessons",
+    "consolidation_runs",
+    "consolidation_actions",
 )
 FULL = ("SELECT", "INSERT", "UPDATE", "DELETE")
 GRANTS: dict[str, tuple[str, ...]] = {t: FULL for t in DATA_TABLES}

@@ -442,3 +442,42 @@ conversation_lessons = Table(
     Column("turn", Integer, primary_key=True),
     Index("ix_conversation_lessons_turn", "tenant_id", "conversation_id", "turn"),
 )
+
+# The consolidation ledger (migration 0011 says why it looks like this).
+consolidation_runs = Table(
+    "consolidation_runs",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime),
+    Column("parameters", Text, nullable=False),  # JSON: scopes, stale_days
+    Column("mode", String(8), nullable=False),  # plan | apply (core/consolidation.RUN_MODES)
+    Column("status", String(16), nullable=False),  # core/consolidation.RUN_STATUSES
+    Column("deletion_epoch", Integer, nullable=False),  # the tenant's epoch when the run started
+    Column("actor", Text, nullable=False),
+    Index("ix_consolidation_runs_tenant", "tenant_id", "id"),
+)
+
+consolidation_actions = Table(
+    "consolidation_actions",
+    metadata,
+    Column("id", IdType, Identity(), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("run_id", IdType, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("kind", String(24), nullable=False),  # core/consolidation.ACTION_KINDS
+    Column("lesson_ids", Text, nullable=False),  # JSON list, the keeper / best source first
+    Column("versions_read", Text, nullable=False),  # JSON {lesson id: version}: the source-revision guard
+    Column("versions_written", Text),  # JSON {lesson id: version}
+    Column("effects", Text),  # JSON: what else it wrote (created lesson, links, sightings), for undo
+    Column("keep_id", IdType),
+    Column("target_scope", String(300)),
+    Column("reason", Text, nullable=False),
+    Column("status", String(16), nullable=False),  # core/consolidation.ACTION_STATUSES
+    Column("status_reason", Text),
+    Column("recomputed", Boolean, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("run_id", "position", name="uq_consolidation_actions_position"),
+    Index("ix_consolidation_actions_run", "tenant_id", "run_id", "position"),
+)

@@ -108,6 +108,7 @@ def output_model(op: Operation) -> Any:
 ADDRESS = ("scope", "key")
 _L, _R, _G, _T, _A, _O, _V = "lessons", "retrieval", "graph", "transfer", "accounts", "orgs", "review"
 _C = "conversations"
+_K = "consolidation"
 _W = "webhooks"
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -412,6 +413,58 @@ OPERATIONS: tuple[Operation, ...] = (
         "at that granularity and on the content keep it from coming back, candidates drawn only from it "
         "are archived or purged.",
         http=Http("POST", "/v1/conversations/forget", "forgetConversation", _C),
+    ),
+    # -- consolidation (docs/consolidation.md) -------------------------------------------------------
+    Operation(
+        "consolidate_preview", "read", False, "ConsolidateBody", "ConsolidationPlan",
+        doc="The plan consolidation would make now (merge, promote, flag-contradiction, archive-stale), "
+        "each action with its lessons and reason; nothing is stored.",
+        http=Http("POST", "/v1/consolidation/preview", "previewConsolidation", _K),
+        mcp=Tool("consolidate_preview", "What consolidation would change now and why (stores nothing).",
+                 idempotent=True),
+    ),
+    Operation(
+        "consolidate_plan", "write", True, "ConsolidateBody", "ConsolidationPlan",
+        doc="Plan a consolidation run and store it: its actions wait for a person to apply or drop them.",
+        http=Http("POST", "/v1/consolidation/plan", "planConsolidation", _K),
+        mcp=Tool("consolidate_plan", "Store a consolidation plan for a person to review (changes no lesson)."),
+    ),
+    Operation(
+        "consolidate_apply", "write", True, "ConsolidateApplyBody", "ConsolidationPlan",
+        doc="Apply a stored run's planned actions (or those at ``positions``); without ``run_id``, plan now and "
+        "apply. Each action is its own transaction, guarded by the versions it read and the deletion epoch.",
+        http=Http("POST", "/v1/consolidation/apply", "applyConsolidation", _K),
+        mcp=Tool("consolidate_apply", "Apply a consolidation plan: merges, promotions, flags and archives, "
+                 "each audited and undoable.", destructive=True),
+    ),
+    Operation(
+        "consolidate_resume", "write", True, "ResumeBody", "ConsolidationPlan",
+        doc="Finish the newest run whose apply was interrupted; no action is applied twice.",
+        http=Http("POST", "/v1/consolidation/resume", "resumeConsolidation", _K),
+    ),
+    Operation(
+        "consolidate_drop", "write", True, "RunDropBody", "ConsolidationPlan",
+        doc="Drop planned actions of a run (all, or those at ``positions``): they never apply.",
+        http=Http("POST", "/v1/consolidation/runs/{run_id}/drop", "dropConsolidationActions", _K),
+    ),
+    Operation(
+        "consolidate_undo", "write", True, "RunUndoBody", "ConsolidationUndone",
+        doc="Reverse what a run applied (restore what it archived, reverse its supersessions), each change "
+        "a new audited version; lessons changed since are left and named.",
+        http=Http("POST", "/v1/consolidation/runs/{run_id}/undo", "undoConsolidation", _K),
+        mcp=Tool("consolidate_undo", "Undo a consolidation run.", destructive=True),
+    ),
+    Operation(
+        "consolidate_runs", "read", False, "RunsQuery", "ConsolidationRuns",
+        doc="Consolidation runs, newest first, with how many actions are in each status.",
+        http=Http("GET", "/v1/consolidation/runs", "listConsolidationRuns", _K),
+        mcp=Tool("consolidate_runs", "Consolidation runs, newest first.", idempotent=True),
+    ),
+    Operation(
+        "consolidate_show", "read", False, "RunRef", "ConsolidationPlan",
+        doc="One consolidation run: every action with its lessons, the versions it read and wrote, its reason.",
+        http=Http("GET", "/v1/consolidation/runs/{run_id}", "showConsolidationRun", _K),
+        mcp=Tool("consolidate_show", "One consolidation run with every action and its reason.", idempotent=True),
     ),
     # -- webhooks (docs/webhooks.md) ---------------------------------------------------------------
     Operation(

@@ -15,6 +15,7 @@ from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from cairn.core.consolidation import MAX_STALE_DAYS
 from cairn.core.lesson import (
     MAX_PAGE,
     MAX_QUERY_CHARS,
@@ -307,3 +308,41 @@ class WebhookRotate(WebhookBody):
 
 class WebhookListQuery(Params):
     org: OptionalOrg = None
+
+
+# -- consolidation (docs/consolidation.md) ----------------------------------------------------------
+StaleDays = Annotated[int, Field(ge=1, le=MAX_STALE_DAYS, description="days before a one-off candidate is stale")]
+Positions = Annotated[list[Annotated[int, Field(ge=1, le=2**31)]], Field(min_length=1, max_length=10_000)]
+
+
+class ConsolidateBody(Strict):
+    scopes: list[Scope] | None = Field(
+        None, max_length=64, description="only these scopes (a repo:: scope includes its branches); all when absent"
+    )
+    stale_days: StaleDays | None = None
+
+
+class ConsolidateApplyBody(ConsolidateBody):
+    run_id: RowId | None = Field(None, description="a stored run to apply; absent: plan now and apply the plan")
+    positions: Positions | None = Field(None, description="only the actions at these positions of the run")
+
+
+class ResumeBody(Strict):
+    """Resume takes nothing: the newest interrupted run is the one."""
+
+
+class RunRef(Params):
+    run_id: RowId
+
+
+class RunDropBody(Strict):
+    run_id: RowId
+    positions: Positions | None = Field(None, description="the planned actions to drop; all when absent")
+
+
+class RunUndoBody(Strict):
+    run_id: RowId
+
+
+class RunsQuery(Params):
+    limit: PageLimit = 20

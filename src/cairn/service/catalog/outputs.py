@@ -350,3 +350,53 @@ class WebhookRemoved(Open):
     repo: str
     removed: bool
     tenant: str
+
+
+# -- consolidation --------------------------------------------------------------------------------
+class ConsolidationRun(Open):
+    id: int
+    started_at: str
+    finished_at: str | None = None
+    parameters: dict[str, Any]
+    mode: str  # plan | apply
+    status: str  # planned | applying | finished | undone
+    deletion_epoch: int
+    actor: str
+    actions: dict[str, int]  # how many actions are in each status
+
+
+class ActionLesson(Open):
+    id: int
+    scope: str | None = None  # None once the lesson was purged
+    key: str | None = None
+    version_read: int | None = None
+    version_written: int | None = None
+
+
+class ConsolidationAction(Open):
+    position: int
+    kind: str  # merge | promote | flag-contradiction | archive-stale
+    status: str  # planned | applied | discarded | skipped | dropped
+    status_reason: str | None = None
+    recomputed: bool
+    reason: str
+    lessons: list[ActionLesson]
+    keep: ActionLesson | None = None
+    target_scope: str | None = None
+    created: ActionLesson | None = None
+
+
+class ConsolidationPlan(Open):
+    run: ConsolidationRun | None = None  # None for a dry run (nothing stored)
+    actions: list[ConsolidationAction]
+    dry_run: bool | None = None
+    note: str | None = None
+
+
+class ConsolidationUndone(ConsolidationPlan):
+    reversed: int
+    left: list[dict[str, Any]]
+
+
+class ConsolidationRuns(Open):
+    runs: list[ConsolidationRun]

@@ -1,0 +1,727 @@
+"""Consolidation runs: plan, apply one action per transaction under two guards, resume, undo.
+
+``core/consolidation.py`` decides what to propose; this module reads the tenant's lessons for it,
+keeps every run as a ledger (``consolidation_runs``, ``consolidation_actions``: migration 0011) and
+applies it:
+
+* **plan** reads the active lessons the caller can see (their vectors from the ranking index, after
+  the embedding queue is drained) in one read transaction, with the tenant's deletion epoch, and
+  stores the run and its planned actions. ``dry_run`` stores nothing: the same plan, answered only
+  (it needs only the read permission).
+* **apply** takes each planned action in its own write transaction (``service/tx.py``). Inside it:
+  the **deletion epoch** must not have moved since the run read the store (a forget, purge or
+  erasure since: the action is skipped, nothing derived is written); every lesson the action read
+  must still be at the version it read — the **source-revision guard** — else the action is
+  discarded, recomputed once from the lessons' current state (a new action, ``recomputed``), and
+  that one is skipped if its sources change again. Each guard that fires writes a
+  ``consolidation-guard`` audit row naming itself. The action's status and its writes commit
+  together, so a run killed at any point is finished by ``resume`` without applying anything twice.
+* **undo** reverses a run's applied actions in one transaction (``consolidation_effects.undo``),
+  each change a new audited version, never a rewrite of history.
+
+Every lesson change goes through ``mutate.apply``: history shows it, ``audit verify`` proves it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from cairn.core import consolidation as core
+from cairn.core.lesson import MAX_PAGE
+from cairn.core.principal import READ, WRITE, Principal
+from cairn.core.scope import validate_scope
+from cairn.core.timeparse import format_time, utcnow
+from cairn.errors import CairnError
+from cairn.runtime.settings import Settings
+from cairn.service import audit, epoch, indexing
+from cairn.service import consolidation_effects as effects
+from cairn.service.embeddings import Embeddings
+from cairn.service.lessons import Lessons
+from cairn.service.rank_index import RankIndexes, rows_of
+from cairn.service.records import active_clause, fetch_id, status
+from cairn.service.tx import read_tx, write_tx
+from cairn.store.engine import Store
+from cairn.store.schema import consolidation_actions, consolidation_runs, lessons, links, sightings
+
+GUARD_ACTION = "consolidation-guard"  # the audit row a guard writes when it fires
+REVISION_GUARD = "source_revision"  # the same name the gateway's extraction gives its revision guard
+PLAN_ACTION = "consolidate-plan"
+UNDO_ACTION = "consolidate-undo"
+
+_LESSON_COLUMNS = (
+    lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.value, lessons.c.kind, lessons.c.trust,
+    lessons.c.archived_at, lessons.c.version, lessons.c.seen_count, lessons.c.helped_count,
+    lessons.c.not_helped_count, lessons.c.created_at, lessons.c.updated_at,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a plan is computed from, read in one transaction."""
+
+    records: list[core.Record]
+    flagged: list[tuple[int, int]]
+    epoch: int
+    now: datetime
+
+
+@dataclass(eq=False, repr=False)
+class Consolidation:
+    """Consolidation runs over one store; ``before_action`` is a test hook (called with each action's
+    position before its transaction, to interleave a change)."""
+
+    store: Store
+    settings: Settings
+    lessons: Lessons
+    embeddings: Embeddings
+    ranks: RankIndexes
+    before_action: Callable[[int], None] | None = None
+
+    # -- planning -------------------------------------------------------------------------------
+    def _params(self, scopes: list[str] | tuple[str, ...] | None, stale_days: int | None) -> core.Params:
+        chosen = tuple(dict.fromkeys(validate_scope(s) for s in scopes or ()))
+        days = self.settings.consolidate_stale_days if stale_days is None else stale_days
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= core.MAX_STALE_DAYS:
+            raise CairnError("INVALID_INPUT", f"stale_days must be a whole number from 1 to {core.MAX_STALE_DAYS}")
+        return core.Params(scopes=chosen, stale_days=days)
+
+    def _read(self, principal: Principal, ids: list[int] | None = None, scope: str | None = None) -> Snapshot:
+        """The active lessons the caller can see (all, or ``ids`` plus the lessons of ``scope``), with
+        their vectors, sighting counts, existing ``contradicts`` links and the deletion epoch."""
+        self.embeddings.drain_embeddings(principal)  # vectors for every lesson's current text
+        model = indexing.configured_model()
+        idx = self.ranks.get(principal.tenant_id)
+
+        def tx(conn: Connection) -> Snapshot:
+            now = utcnow()
+            ep = epoch.current(conn, principal.tenant_id)
+            query = select(*_LESSON_COLUMNS).where(lessons.c.tenant_id == principal.tenant_id, active_clause(now))
+            if ids is not None:
+                wanted = lessons.c.id.in_(ids)
+                query = query.where(wanted if scope is None else wanted | (lessons.c.scope == scope))
+            rows = [r for r in conn.execute(query.order_by(lessons.c.id)).mappings() if principal.can_see(r["scope"])]
+            counts = dict(
+                conn.execute(
+                    select(sightings.c.lesson_id, func.count())
+                    .where(sightings.c.tenant_id == principal.tenant_id)
+                    .group_by(sightings.c.lesson_id)
+                ).all()
+            )
+            flagged = [
+                (int(a), int(b))
+                for a, b in conn.execute(
+                    select(links.c.src_id, links.c.dst_id).where(
+                        links.c.tenant_id == principal.tenant_id, links.c.rel == effects.CONTRADICTS
+                    )
+                ).all()
+            ]
+            with idx.lock:
+                idx.refresh(conn, model, vectors=True)
+                arrays, order = idx.arrays, idx.id_order()
+            vectors: dict[int, np.ndarray] = {}
+            if rows and arrays.half.shape[1]:
+                wanted_ids = [r["id"] for r in rows]
+                at, found = rows_of(arrays, order, wanted_ids)
+                held = [i for i, f in zip(wanted_ids, found, strict=True) if f]
+                for i, pos in zip(held, at.tolist(), strict=True):
+                    if arrays.has_vec[pos]:
+                        vectors[i] = arrays.half[pos]
+            records = [
+                core.Record(
+                    id=r["id"],
+                    scope=r["scope"],
+                    key=r["key"],
+                    value=r["value"],
+                    kind=r["kind"],
+                    trust=r["trust"],
+                    archived=r["archived_at"] is not None,
+                    version=r["version"],
+                    seen_count=r["seen_count"],
+                    sessions=int(counts.get(r["id"], 0)),
+                    helped=r["helped_count"],
+                    not_helped=r["not_helped_count"],
+                    created_at=r["created_at"],
+                    updated_at=r["updated_at"],
+                    vector=vectors.get(r["id"]),
+                )  # fmt: skip
+                for r in rows
+            ]
+            return Snapshot(records, flagged, ep, now)
+
+        return read_tx(self.store, principal, tx)
+
+    def consolidate_preview(
+        self, principal: Principal, *, scopes: list[str] | None = None, stale_days: int | None = None
+    ) -> dict[str, Any]:
+        """The plan consolidation would make now, stored nowhere (the read permission suffices)."""
+        return self.consolidate_plan(principal, scopes=scopes, stale_days=stale_days, dry_run=True)
+
+    def consolidate_plan(
+        self,
+        principal: Principal,
+        *,
+        scopes: list[str] | None = None,
+        stale_days: int | None = None,
+        dry_run: bool = False,
+        mode: str = "plan",
+    ) -> dict[str, Any]:
+        """Compute a plan: every proposed action with its lessons and reason. Stored as a run waiting
+        for a person (``mode`` plan) unless ``dry_run``, which stores nothing and needs only read."""
+        principal.require(READ if dry_run else WRITE)
+        if mode not in core.RUN_MODES:
+            raise CairnError("INVALID_INPUT", f"mode must be one of {', '.join(core.RUN_MODES)}; got {mode!r}")
+        params = self._params(scopes, stale_days)
+        snap = self._read(principal)
+        proposals = core.plan(snap.records, snap.now, params, flagged=snap.flagged)
+        if dry_run:
+            by_id = {r.id: r for r in snap.records}
+            addresses = {r.id: {"scope": r.scope, "key": r.key} for r in snap.records}
+            return {
+                "run": None,
+                "dry_run": True,
+                "parameters": _params_json(params),
+                "actions": [_proposal_shown(n, p, by_id, addresses) for n, p in enumerate(proposals, start=1)],
+            }
+        run_id = self._store(principal, params, snap, proposals, mode)
+        return self.consolidate_show(principal, run_id)
+
+    def _store(
+        self, principal: Principal, params: core.Params, snap: Snapshot, proposals: list[core.Proposal], mode: str
+    ) -> int:
+        versions = {r.id: r.version for r in snap.records}
+
+        def tx(conn: Connection, acting: Principal) -> int:
+            now = utcnow()
+            run_id = conn.execute(
+                insert(consolidation_runs).values(
+                    tenant_id=acting.tenant_id,
+                    started_at=snap.now,
+                    parameters=json.dumps(_params_json(params)),
+                    mode=mode,
+                    status="applying" if mode == "apply" else "planned",
+                    deletion_epoch=snap.epoch,
+                    actor=acting.actor,
+                )  # fmt: skip
+            ).inserted_primary_key[0]
+            rows = [_action_row(acting, run_id, n, p, versions, now) for n, p in enumerate(proposals, start=1)]
+            if rows:
+                conn.execute(insert(consolidation_actions), rows)
+            kinds = Counter(p.kind for p in proposals)
+            audit.record(
+                conn, acting, PLAN_ACTION, at=now,
+                detail={"consolidation": run_id, "mode": mode, "actions": dict(kinds), **_params_json(params)},
+            )  # fmt: skip
+            return int(run_id)
+
+        return write_tx(self.store, principal, tx)
+
+    # -- applying -------------------------------------------------------------------------------
+    def consolidate_apply(
+        self,
+        principal: Principal,
+        run_id: int | None = None,
+        *,
+        scopes: list[str] | None = None,
+        stale_days: int | None = None,
+        positions: list[int] | None = None,
+    ) -> dict[str, Any]:
+        """Apply a stored run's planned actions (all, or those at ``positions``); without ``run_id``,
+        plan now and apply the whole plan. Each action is its own transaction."""
+        principal.require(WRITE)
+        if run_id is None:
+            if positions:
+                raise CairnError("INVALID_INPUT", "positions name actions of a stored run: give its run id too")
+            planned = self.consolidate_plan(principal, scopes=scopes, stale_days=stale_days, mode="apply")
+            run_id = planned["run"]["id"]
+        elif scopes or stale_days is not None:
+            raise CairnError("INVALID_INPUT", "a stored run keeps the parameters it was planned with")
+        return self._apply_run(principal, int(run_id), positions)
+
+    def consolidate_resume(self, principal: Principal) -> dict[str, Any]:
+        """Finish the newest run whose apply was interrupted (status ``applying``), exactly once."""
+        principal.require(WRITE)
+
+        def tx(conn: Connection) -> int | None:
+            return conn.execute(
+                select(consolidation_runs.c.id)
+                .where(consolidation_runs.c.tenant_id == principal.tenant_id, consolidation_runs.c.status == "applying")
+                .order_by(consolidation_runs.c.id.desc())
+                .limit(1)
+            ).scalar()
+
+        run_id = read_tx(self.store, principal, tx)
+        if run_id is None:
+            return {"run": None, "actions": [], "note": "no interrupted run to resume"}
+        return self._apply_run(principal, int(run_id), None)
+
+    def _apply_run(self, principal: Principal, run_id: int, positions: list[int] | None) -> dict[str, Any]:
+        every = positions is None
+
+        def start(conn: Connection, acting: Principal) -> list[int]:
+            run = _run(conn, acting, run_id)
+            if run["status"] == "undone":
+                raise CairnError("CONFLICT", f"consolidation run {run_id} was undone; plan a new one")
+            if every and run["status"] == "planned":
+                conn.execute(_set_run(acting, run_id, status="applying"))
+            query = select(consolidation_actions.c.position).where(
+                consolidation_actions.c.tenant_id == acting.tenant_id,
+                consolidation_actions.c.run_id == run_id,
+                consolidation_actions.c.status == "planned",
+            )
+            pending = [int(p) for p in conn.execute(query.order_by(consolidation_actions.c.position)).scalars()]
+            if positions is not None:
+                unknown = sorted(set(positions) - set(pending))
+                if unknown:
+                    raise CairnError(
+                        "NOT_FOUND", f"run {run_id} has no planned action at position {', '.join(map(str, unknown))}"
+                    )
+                pending = [p for p in pending if p in set(positions)]
+            return pending
+
+        for position in write_tx(self.store, principal, start):
+            if self.before_action is not None:
+                self.before_action(position)
+            if self._apply_one(principal, run_id, position) == "recompute":
+                again = self._recompute(principal, run_id, position)
+                if again is not None:
+                    if self.before_action is not None:
+                        self.before_action(again)
+                    self._apply_one(principal, run_id, again)
+        self._finish(principal, run_id)
+        return self.consolidate_show(principal, run_id)
+
+    def _finish(self, principal: Principal, run_id: int) -> None:
+        def tx(conn: Connection, acting: Principal) -> None:
+            run = _run(conn, acting, run_id)
+            left = conn.execute(
+                select(func.count()).where(
+                    consolidation_actions.c.tenant_id == acting.tenant_id,
+                    consolidation_actions.c.run_id == run_id,
+                    consolidation_actions.c.status == "planned",
+                )
+            ).scalar_one()
+            if not left and run["status"] in ("planned", "applying"):
+                conn.execute(_set_run(acting, run_id, status="finished", finished_at=utcnow()))
+
+        write_tx(self.store, principal, tx)
+
+    def _apply_one(self, principal: Principal, run_id: int, position: int) -> str:
+        """One action in one transaction: guards, then its writes and its status together."""
+
+        def tx(conn: Connection, acting: Principal) -> str:
+            act = _action(conn, acting, run_id, position)
+            if act is None or act["status"] != "planned":
+                return "done"  # applied (or settled) by an earlier, interrupted attempt
+            run = _run(conn, acting, run_id)
+            now = utcnow()
+            kind = act["kind"]
+            detail = {"consolidation": run_id, "action": position, "kind": kind}
+            if not epoch.unchanged(conn, acting.tenant_id, run["deletion_epoch"]):
+                audit.record(
+                    conn, acting, GUARD_ACTION, at=now,
+                    detail={**detail, "guard": epoch.GUARD, "discarded": kind, "then": "skip"},
+                )  # fmt: skip
+                why = "the store was erased from since this run read it (forget, purge or erasure): nothing derived from it is written"  # noqa: E501
+                conn.execute(_set_action(act, now, status="skipped", status_reason=why))
+                return "skipped"
+            ids = json.loads(act["lesson_ids"])
+            read = {int(k): v for k, v in json.loads(act["versions_read"]).items()}
+            rows = [fetch_id(conn, acting, i) for i in ids]
+            changed = [
+                {"lesson": i, "read": read[i], "now": None if r is None else r["version"]}
+                for i, r in zip(ids, rows, strict=True)
+                if r is None or r["version"] != read[i]
+            ]
+            if changed:
+                then = "skip" if act["recomputed"] else "recompute"
+                audit.record(
+                    conn, acting, GUARD_ACTION, at=now,
+                    detail={**detail, "guard": REVISION_GUARD, "discarded": kind, "then": then, "changed": changed},
+                )  # fmt: skip
+                by_id = {r["id"]: r for r in rows if r is not None}
+                names = ", ".join(_changed_words(c, by_id.get(c["lesson"])) for c in changed)
+                if then == "skip":
+                    why = f"its lessons changed again since it was recomputed ({names})"
+                    conn.execute(_set_action(act, now, status="skipped", status_reason=why))
+                    return "skipped"
+                why = f"its lessons changed since the plan ({names}); recomputed from their current state"
+                conn.execute(_set_action(act, now, status="discarded", status_reason=why))
+                return "recompute"
+            live = [r for r in rows if r is not None and status(r, now) == "active"]
+            if len(live) != len(rows):
+                why = "a lesson it read is no longer active"
+                conn.execute(_set_action(act, now, status="skipped", status_reason=why))
+                return "skipped"
+            detail["reason"] = act["reason"]
+            try:
+                with conn.begin_nested():
+                    fx = self._effect(conn, acting, kind, live, act, now, detail)
+            except CairnError as exc:  # a permission, a tombstone or a limit: this action, not the run
+                why = f"{exc.code}: {exc.message}"
+                conn.execute(_set_action(act, now, status="skipped", status_reason=why))
+                return "skipped"
+            conn.execute(
+                _set_action(
+                    act,
+                    now,
+                    status="applied",
+                    status_reason=None,
+                    versions_written=json.dumps({str(k): v for k, v in fx.written.items()}),
+                    effects=json.dumps(fx.as_json()),
+                )  # fmt: skip
+            )
+            return "applied"
+
+        return write_tx(self.store, principal, tx)
+
+    def _effect(
+        self,
+        conn: Connection,
+        acting: Principal,
+        kind: str,
+        rows: list[dict[str, Any]],
+        act: dict[str, Any],
+        now: datetime,
+        detail: dict[str, Any],
+    ) -> effects.Effects:
+        if kind == "merge":
+            return effects.merge(conn, acting, rows, now, detail)
+        if kind == "promote":
+            return effects.promote(conn, acting, rows, act["target_scope"], now, detail, self.settings, self.lessons)
+        if kind == "flag-contradiction":
+            return effects.flag_contradiction(conn, acting, rows, now, detail)
+        if kind == "archive-stale":
+            return effects.archive_stale(conn, acting, rows, now, detail)
+        raise CairnError("INVALID_INPUT", f"unknown action kind {kind!r}")
+
+    def _recompute(self, principal: Principal, run_id: int, position: int) -> int | None:
+        """The discarded action at ``position``, proposed again from its lessons' current state: the
+        position of the new (``recomputed``) action, or None when they call for nothing now."""
+
+        def load(conn: Connection) -> tuple[dict[str, Any], dict[str, Any]]:
+            act = _action(conn, principal, run_id, position)
+            assert act is not None
+            return act, _run(conn, principal, run_id)
+
+        act, run = read_tx(self.store, principal, load)
+        params = _params_from_json(run["parameters"])
+        ids = json.loads(act["lesson_ids"])
+        snap = self._read(principal, ids, act["target_scope"])
+        sources = [r for r in snap.records if r.id in set(ids)]
+        above = [r for r in snap.records if r.id not in set(ids)]
+        proposal = core.recompute(act["kind"], sources, snap.now, params, everything=above, flagged=snap.flagged)
+        versions = {r.id: r.version for r in snap.records}
+
+        def tx(conn: Connection, acting: Principal) -> int | None:
+            now = utcnow()
+            old = _action(conn, acting, run_id, position)
+            assert old is not None
+            if proposal is None:
+                why = f"{old['status_reason']}: they call for nothing now"
+                conn.execute(_set_action(old, now, status_reason=why))
+                return None
+            last = conn.execute(
+                select(func.max(consolidation_actions.c.position)).where(
+                    consolidation_actions.c.tenant_id == acting.tenant_id, consolidation_actions.c.run_id == run_id
+                )
+            ).scalar_one()
+            row = _action_row(acting, run_id, int(last) + 1, proposal, versions, now)
+            row.update(recomputed=True, status_reason=f"recomputed from action {position}")
+            conn.execute(insert(consolidation_actions).values(**row))
+            return int(last) + 1
+
+        return write_tx(self.store, principal, tx)
+
+    # -- a person's decisions -------------------------------------------------------------------
+    def consolidate_drop(self, principal: Principal, run_id: int, positions: list[int] | None = None) -> dict[str, Any]:
+        """Drop planned actions (all, or those at ``positions``): they will never apply."""
+        principal.require(WRITE)
+
+        def tx(conn: Connection, acting: Principal) -> None:
+            _run(conn, acting, run_id)
+            now = utcnow()
+            rows = conn.execute(
+                select(consolidation_actions).where(
+                    consolidation_actions.c.tenant_id == acting.tenant_id,
+                    consolidation_actions.c.run_id == run_id,
+                    consolidation_actions.c.status == "planned",
+                )
+            ).mappings()
+            acts = {int(r["position"]): dict(r) for r in rows}
+            if positions is not None:
+                unknown = sorted(set(positions) - set(acts))
+                if unknown:
+                    raise CairnError(
+                        "NOT_FOUND", f"run {run_id} has no planned action at position {', '.join(map(str, unknown))}"
+                    )
+            for pos, act in acts.items():
+                if positions is None or pos in positions:
+                    conn.execute(_set_action(act, now, status="dropped", status_reason=f"dropped by {acting.actor}"))
+
+        write_tx(self.store, principal, tx)
+        self._finish(principal, run_id)
+        return self.consolidate_show(principal, run_id)
+
+    def consolidate_undo(self, principal: Principal, run_id: int) -> dict[str, Any]:
+        """Reverse what a run applied: archived lessons restored, supersessions reversed, created
+        lessons archived, added links and sightings removed — each a new audited version. A lesson
+        changed since the run is left as it is and named."""
+        principal.require(WRITE)
+
+        def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
+            run = _run(conn, acting, run_id)
+            if run["status"] == "undone":
+                raise CairnError("CONFLICT", f"consolidation run {run_id} was already undone")
+            now = utcnow()
+            acts = conn.execute(
+                select(consolidation_actions)
+                .where(
+                    consolidation_actions.c.tenant_id == acting.tenant_id,
+                    consolidation_actions.c.run_id == run_id,
+                    consolidation_actions.c.status == "applied",
+                )
+                .order_by(consolidation_actions.c.position.desc())
+            ).mappings()
+            reversed_, left = 0, []
+            for act in [dict(a) for a in acts]:
+                detail = {"consolidation": run_id, "action": act["position"], "undo": True}
+                written = json.loads(act["versions_written"] or "{}")
+                missed = effects.undo(conn, acting, written, json.loads(act["effects"] or "{}"), now, detail)
+                left += [{**m, "action": act["position"]} for m in missed]
+                note = "undone" + (f"; left as changed since: {len(missed)} lesson(s)" if missed else "")
+                conn.execute(_set_action(act, now, status_reason=note))
+                reversed_ += 1
+            conn.execute(_set_run(acting, run_id, status="undone", finished_at=run["finished_at"] or now))
+            audit.record(
+                conn, acting, UNDO_ACTION, at=now, detail={"consolidation": run_id, "reversed": reversed_, "left": left}
+            )
+            return {"reversed": reversed_, "left": left}
+
+        out = write_tx(self.store, principal, tx)
+        return {**self.consolidate_show(principal, run_id), **out}
+
+    # -- reading the ledger ---------------------------------------------------------------------
+    def consolidate_runs(self, principal: Principal, *, limit: int = 20) -> dict[str, Any]:
+        """The newest runs first, each with how many of its actions are in each status."""
+        principal.require(READ)
+        if not 1 <= limit <= MAX_PAGE:
+            raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            runs = conn.execute(
+                select(consolidation_runs)
+                .where(consolidation_runs.c.tenant_id == principal.tenant_id)
+                .order_by(consolidation_runs.c.id.desc())
+                .limit(limit)
+            ).mappings()
+            out = [dict(r) for r in runs]
+            counts: dict[int, Counter[str]] = {r["id"]: Counter() for r in out}
+            if out:
+                for run_id, st, n in conn.execute(
+                    select(consolidation_actions.c.run_id, consolidation_actions.c.status, func.count())
+                    .where(
+                        consolidation_actions.c.tenant_id == principal.tenant_id,
+                        consolidation_actions.c.run_id.in_(list(counts)),
+                    )
+                    .group_by(consolidation_actions.c.run_id, consolidation_actions.c.status)
+                ).all():
+                    counts[run_id][st] = n
+            return {"runs": [_run_shown(r, counts[r["id"]]) for r in out]}
+
+        return read_tx(self.store, principal, tx)
+
+    def consolidate_show(self, principal: Principal, run_id: int) -> dict[str, Any]:
+        """One run: its parameters, status and every action with its lessons, versions and reason."""
+        principal.require(READ)
+
+        def tx(conn: Connection) -> dict[str, Any]:
+            run = _run(conn, principal, run_id)
+            acts = [
+                dict(a)
+                for a in conn.execute(
+                    select(consolidation_actions)
+                    .where(
+                        consolidation_actions.c.tenant_id == principal.tenant_id,
+                        consolidation_actions.c.run_id == run_id,
+                    )
+                    .order_by(consolidation_actions.c.position)
+                ).mappings()
+            ]
+            ids = {i for a in acts for i in json.loads(a["lesson_ids"])}
+            ids |= {json.loads(a["effects"])["created"] for a in acts if a["effects"]} - {None}
+            addresses = _addresses(conn, principal, sorted(ids))
+            return {
+                "run": _run_shown(run, Counter(a["status"] for a in acts)),
+                "actions": [_action_shown(a, addresses) for a in acts],
+            }
+
+        return read_tx(self.store, principal, tx)
+
+
+# -- rows -----------------------------------------------------------------------------------------
+def _run(conn: Connection, principal: Principal, run_id: int) -> dict[str, Any]:
+    row = (
+        conn.execute(
+            select(consolidation_runs).where(
+                consolidation_runs.c.tenant_id == principal.tenant_id, consolidation_runs.c.id == run_id
+            )
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise CairnError("NOT_FOUND", f"no consolidation run {run_id} (cairn consolidate runs lists them)")
+    return dict(row)
+
+
+def _action(conn: Connection, principal: Principal, run_id: int, position: int) -> dict[str, Any] | None:
+    row = (
+        conn.execute(
+            select(consolidation_actions).where(
+                consolidation_actions.c.tenant_id == principal.tenant_id,
+                consolidation_actions.c.run_id == run_id,
+                consolidation_actions.c.position == position,
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return dict(row) if row else None
+
+
+def _set_run(principal: Principal, run_id: int, **values: Any) -> Any:
+    return (
+        update(consolidation_runs)
+        .where(consolidation_runs.c.tenant_id == principal.tenant_id, consolidation_runs.c.id == run_id)
+        .values(**values)
+    )
+
+
+def _set_action(act: dict[str, Any], now: datetime, **values: Any) -> Any:
+    return (
+        update(consolidation_actions)
+        .where(consolidation_actions.c.tenant_id == act["tenant_id"], consolidation_actions.c.id == act["id"])
+        .values(updated_at=now, **values)
+    )
+
+
+def _action_row(
+    principal: Principal, run_id: int, position: int, p: core.Proposal, versions: dict[int, int], now: datetime
+) -> dict[str, Any]:
+    return {
+        "tenant_id": principal.tenant_id,
+        "run_id": run_id,
+        "position": position,
+        "kind": p.kind,
+        "lesson_ids": json.dumps(list(p.lesson_ids)),
+        "versions_read": json.dumps({str(i): versions[i] for i in p.lesson_ids}),
+        "versions_written": None,
+        "effects": None,
+        "keep_id": p.keep_id,
+        "target_scope": p.target_scope,
+        "reason": p.reason,
+        "status": "planned",
+        "status_reason": None,
+        "recomputed": False,
+        "updated_at": now,
+    }
+
+
+def _params_json(params: core.Params) -> dict[str, Any]:
+    return {"scopes": list(params.scopes), "stale_days": params.stale_days}
+
+
+def _params_from_json(text: str) -> core.Params:
+    raw = json.loads(text)
+    return core.Params(scopes=tuple(raw.get("scopes") or ()), stale_days=int(raw["stale_days"]))
+
+
+def _changed_words(change: dict[str, Any], row: dict[str, Any] | None) -> str:
+    name = row["key"] if row is not None else f"lesson {change['lesson']}"
+    now = "gone" if change["now"] is None else f"v{change['now']}"
+    return f"{name} v{change['read']} → {now}"
+
+
+def _addresses(conn: Connection, principal: Principal, ids: list[int]) -> dict[int, dict[str, Any]]:
+    if not ids:
+        return {}
+    rows = conn.execute(
+        select(lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.version).where(
+            lessons.c.tenant_id == principal.tenant_id, lessons.c.id.in_(ids)
+        )
+    ).all()
+    return {int(i): {"scope": s, "key": k, "version": v} for i, s, k, v in rows}
+
+
+def _t(value: datetime | None) -> str | None:
+    return format_time(value) if value is not None else None
+
+
+def _run_shown(run: dict[str, Any], counts: Counter[str]) -> dict[str, Any]:
+    return {
+        "id": int(run["id"]),
+        "started_at": _t(run["started_at"]),
+        "finished_at": _t(run["finished_at"]),
+        "parameters": json.loads(run["parameters"]),
+        "mode": run["mode"],
+        "status": run["status"],
+        "deletion_epoch": run["deletion_epoch"],
+        "actor": run["actor"],
+        "actions": {s: counts.get(s, 0) for s in core.ACTION_STATUSES},
+    }
+
+
+def _lesson_ref(lesson_id: int, addresses: dict[int, dict[str, Any]], **more: Any) -> dict[str, Any]:
+    """A lesson an action names: its id, and its address while the lesson exists (purge erases it)."""
+    found = addresses.get(lesson_id)
+    return {"id": lesson_id, "scope": found and found["scope"], "key": found and found["key"], **more}
+
+
+def _action_shown(a: dict[str, Any], addresses: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    read = json.loads(a["versions_read"])
+    written = json.loads(a["versions_written"] or "{}")
+    fx = json.loads(a["effects"] or "{}")
+    created = fx.get("created")
+    return {
+        "position": a["position"],
+        "kind": a["kind"],
+        "status": a["status"],
+        "status_reason": a["status_reason"],
+        "recomputed": bool(a["recomputed"]),
+        "reason": a["reason"],
+        "lessons": [
+            _lesson_ref(i, addresses, version_read=read[str(i)], version_written=written.get(str(i)))
+            for i in json.loads(a["lesson_ids"])
+        ],
+        "keep": _lesson_ref(a["keep_id"], addresses) if a["keep_id"] is not None else None,
+        "target_scope": a["target_scope"],
+        "created": _lesson_ref(created, addresses, version_written=written.get(str(created))) if created else None,
+    }
+
+
+def _proposal_shown(
+    position: int, p: core.Proposal, by_id: dict[int, core.Record], addresses: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "position": position,
+        "kind": p.kind,
+        "status": "planned",
+        "status_reason": None,
+        "recomputed": False,
+        "reason": p.reason,
+        "lessons": [
+            _lesson_ref(i, addresses, version_read=by_id[i].version, version_written=None) for i in p.lesson_ids
+        ],
+        "keep": _lesson_ref(p.keep_id, addresses) if p.keep_id is not None else None,
+        "target_scope": p.target_scope,
+        "created": None,
+    }

@@ -47,6 +47,7 @@ SAMPLE: dict[str, Any] = {
     "lines": ['{"scope": "global", "key": "imported", "value": "imported once"}'],
     "token_id": 1,
     "conversation_id": 1,  # the gateway conversation _setup records (its id set there)
+    "run_id": 1,  # the consolidation run _setup plans (its id set there)
     "repo": "catorg/widget",
     "confirm": ORG,  # optional, but deleting an org without it is refused before the permission is
 }
@@ -87,6 +88,7 @@ def _setup(api: Api) -> None:
     # Ids are the server's (other modules' tenants share it): the one this module's tenant recorded.
     if recorded["recorded"]:
         SAMPLE["conversation_id"] = recorded["conversation"]
+    SAMPLE["run_id"] = api.http("POST", "/v1/consolidation/plan", {}, t).body["run"]["id"]
 
 
 def test_every_reading_operation_answers_with_its_declared_model_over_http_and_remote(api: Api) -> None:

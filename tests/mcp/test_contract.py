@@ -13,7 +13,10 @@ import anyio
 import cairn
 from tests.mcp.test_stdio import EXPECTED_TOOLS, _session
 
-READ_ONLY = {"read", "list_lessons", "search", "recall", "context", "history", "neighborhood", "scopes", "review"}
+READ_ONLY = {
+    "read", "list_lessons", "search", "recall", "context", "history", "neighborhood", "scopes", "review",
+    "consolidate_preview", "consolidate_runs", "consolidate_show",
+}  # fmt: skip
 
 
 def test_server_info_capabilities_and_annotations(tmp_path: Path) -> None:

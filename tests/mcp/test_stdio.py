@@ -14,6 +14,8 @@ from tests.conftest import ROOT
 EXPECTED_TOOLS = {
     "write", "read", "list_lessons", "search", "recall", "context", "history", "supersede",
     "archive", "restore", "forget", "feedback", "link", "neighborhood", "review", "scopes",
+    "consolidate_preview", "consolidate_plan", "consolidate_apply", "consolidate_undo", "consolidate_runs",
+    "consolidate_show",
 }  # fmt: skip
 
 

@@ -54,7 +54,7 @@ R = "repo::acme/api"
 
 def test_a_cluster_merges_into_the_verified_member_and_says_why() -> None:
     a = rec(R, "pin-pytest", "Pin pytest to 8.x because the plugin breaks on 9", vec(0), seen=2)
-    b = rec(R, "pytest-pin", "Pin pytest to 8.x because the plugin breaks on 9.0", vec(0, 0.1), trust="verified")
+    b = rec(R, "pytest-pin", "Pin pytest to 8.x as the plugin breaks on 9", vec(0, 0.1), trust="verified")
     c = rec(R, "pytest-8", "pin pytest to 8.x: the plugin breaks on 9", vec(0, 0.2), seen=5)
     unrelated = rec(R, "db", "Use WAL mode for SQLite", vec(5))
     actions = plan([a, b, c, unrelated], NOW)

@@ -26,8 +26,15 @@ def every_state(svc: Cairn, me: Principal) -> dict[str, str]:
     svc.write(me, "global", "is-old", "Replaced advice.")
     svc.supersede(me, "global", "is-new", "The advice that replaced it.", supersedes=("global", "is-old"))
     svc.write(me, "global", "is-expired", "Ran out.", ttl=timedelta(seconds=1))
+    # A restatement of forgotten text is held (service/paraphrase.py), and so is its archived copy.
+    svc.write(me, "global", "forgotten-source", "The staging deploy key is stored in Vault at ops/deploy/staging.")
+    svc.forget(me, "global", "forgotten-source", reason="leaked")
+    svc.write(me, "global", "is-held", "The deploy key for staging is stored in Vault at ops/deploy/staging.")
+    svc.write(me, "global", "is-held-archived", "Staging deploy key: stored in Vault, path ops/deploy/staging.")
+    svc.archive(me, "global", "is-held-archived")
     return {"is-active": "active", "is-archived": "archived", "is-rejected": "rejected",
-            "is-old": "superseded", "is-new": "active", "is-expired": "expired"}  # fmt: skip
+            "is-old": "superseded", "is-new": "active", "is-expired": "expired",
+            "forgotten-source": "rejected", "is-held": "held", "is-held-archived": "held"}  # fmt: skip
 
 
 def test_row_status_sql_clauses_and_the_raw_fragment_agree(svc: Cairn, every_state: dict[str, str]) -> None:
@@ -44,6 +51,7 @@ def test_row_status_sql_clauses_and_the_raw_fragment_agree(svc: Cairn, every_sta
         assert keys(P.archived()) == by_state["archived"]
         assert keys(P.expired(now)) == by_state["expired"]
         assert keys(and_(*P.unarchived())) == by_state["active"] | by_state["expired"]
+        assert keys(P.held(now)) == {"is-held"}  # the review queue's: not archived
         raw = conn.execute(
             text("SELECT l.key FROM lessons l WHERE 1 = 1 AND " + P.active_sql("l", "at")), {"at": now}
         ).scalars()
@@ -57,5 +65,7 @@ def test_no_read_returns_a_lesson_that_is_not_active(
     active = {k for k, v in every_state.items() if v == "active"}
     assert {r["key"] for r in svc.list(me, "global")["lessons"]} == active
     found = svc.search(me, "advice true replaced ran wrong needed", scopes=["global"], mode="fts")["results"]
+    assert {h["key"] for h in found} <= active
+    found = svc.search(me, "staging deploy key vault", scopes=["global"], mode="fts")["results"]
     assert {h["key"] for h in found} <= active
     assert {r["key"] for r in svc.list(me, "global", archived=True)["lessons"]} == {"is-archived"}

@@ -10,7 +10,20 @@ from cairn.core.content import first_line
 
 
 def _badge(lesson: dict[str, Any]) -> str:
+    if lesson["trust"] == "held":
+        return "held for review"
     return "verified" if lesson["trust"] == "verified" else "unverified candidate"
+
+
+def held(mark: dict[str, Any]) -> str:
+    """Which tombstone a held lesson resembles (unnamed when it is in a scope the caller cannot see)."""
+    if "tombstone_id" not in mark:
+        return f"resembles forgotten content (similarity {mark['similarity']})"
+    lifted = ", since lifted" if mark.get("tombstone_lifted") else ""
+    return (
+        f"resembles forgotten {mark['scope']} {mark['key']} (tombstone {mark['tombstone_id']}{lifted}, "
+        f"similarity {mark['similarity']}): {mark['reason']}"
+    )
 
 
 def write_result(r: dict[str, Any]) -> str:
@@ -28,6 +41,8 @@ def write_result(r: dict[str, Any]) -> str:
         text += f" ({r['note']})"
     if r.get("routed_to"):
         text += f" [in {r['routed_to']}: the scope is bound there]"
+    if r.get("held"):
+        text += f"\nheld: {held(r['held'])}"
     if lesson["status"] != "active":
         text += f"\nnote: this lesson is {lesson['status']}; reads will not return it"
     return text
@@ -134,6 +149,8 @@ def review(r: dict[str, Any]) -> str:
     for c in r["candidates"]:
         by = c["source_agent"] or c["created_by"]
         lines.append(f"- ({c['scope']}) {c['key']} — by {by}, seen {c['seen_count']}x — {first_line(c['value'], 90)}")
+        if c.get("held"):
+            lines.append(f"  held: {held(c['held'])}")
     lines.append("verify: cairn review verify SCOPE KEY · reject: cairn review reject SCOPE KEY --reason R")
     return "\n".join(lines) + more(r)
 

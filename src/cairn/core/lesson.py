@@ -17,8 +17,14 @@ Kind = Literal["lesson", "fact", "preference", "reference"]
 KINDS: tuple[str, ...] = get_args(Kind)
 DEFAULT_KIND: Kind = "lesson"
 
-Trust = Literal["candidate", "verified", "rejected"]
+# ``held``: a candidate whose text restates forgotten content (a paraphrase of a live tombstone's);
+# it is out of every read until a person verifies it (it becomes verified) or rejects it (forget).
+Trust = Literal["candidate", "verified", "rejected", "held"]
 TRUSTS: tuple[str, ...] = get_args(Trust)
+HELD: Literal["held"] = "held"
+# The stable code a held write's result carries (``held.code``), on every surface.
+HeldCode = Literal["TOMBSTONE_PARAPHRASE"]
+HELD_CODE: HeldCode = "TOMBSTONE_PARAPHRASE"
 # What a list filter may ask for: a rejected lesson is never listed, so asking for it is an error.
 TrustFilter = Literal["candidate", "verified"]
 TRUST_FILTERS: tuple[str, ...] = get_args(TrustFilter)

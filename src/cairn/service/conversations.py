@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 from cairn.core import gateway as core
 from cairn.core.content import content_hash, content_identity
 from cairn.core.gateway import Attribution, memory_block
-from cairn.core.lesson import CANDIDATE_FATES, MAX_PAGE
+from cairn.core.lesson import CANDIDATE_FATES, HELD, MAX_PAGE
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
@@ -441,7 +441,7 @@ class Conversations:
                 .limit(1)
             ).first()
             row = fetch_id(conn, principal, lesson_id)
-            if other is not None or row is None or row["trust"] != "candidate":
+            if other is not None or row is None or row["trust"] not in ("candidate", HELD):
                 continue  # another source vouches for it, a person verified it, or it is gone already
             address = {"scope": row["scope"], "key": row["key"]}
             if candidates == "archive":

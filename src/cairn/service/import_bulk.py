@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from cairn.core.content import content_identity
 from cairn.core.principal import ADMIN, WRITE, Principal
 from cairn.core.timeparse import utcnow
+from cairn.service import paraphrase
 from cairn.service.lessons import Lessons
 from cairn.service.mutate import Change, apply_many, replay_many
 from cairn.service.write_input import WriteInput
@@ -35,7 +36,9 @@ class PlainBulk:
     Those are exactly the records for which the general write path would create a lesson, so
     they are created together with ``apply_many`` (same rows, one statement per table per batch);
     every other record takes the general path, after the pending creates are flushed so it sees
-    them. What is "plainly new" is decided from three queries per batch.
+    them. What is "plainly new" is decided from three queries per batch, and, when the tenant has
+    tombstone vectors, one embedding of the batch (a record close to one takes the general path,
+    which may hold it: ``service/paraphrase.py``).
     """
 
     def __init__(
@@ -49,9 +52,12 @@ class PlainBulk:
         self.addresses: set[tuple[str, str]] = set()
         self.twins: set[tuple[str, str]] = set()
         self.dead = LiveTombstones.none()
+        self.near: set[str] = set()  # content hashes that may restate a tombstone: the general path decides
         if not self.enabled:
             return
         tenant = principal.tenant_id
+        near = paraphrase.near_any(conn, principal, [r.value for r in recs])
+        self.near = {r.content_hash for r, close in zip(recs, near, strict=True) if close}
         addrs = list({(r.scope, r.key) for r in recs})
         hashes = list({r.content_hash for r in recs})
         identities = list({r.identity for r in recs})
@@ -77,6 +83,7 @@ class PlainBulk:
         return (
             (rec.scope, rec.key) not in self.addresses
             and (rec.scope, h) not in self.twins
+            and h not in self.near
             and not self.dead.match(h, rec.identity, rec.scope, rec.key)
         )
 

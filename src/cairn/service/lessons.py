@@ -2,7 +2,8 @@
 
 Rules that live here (and nowhere in a surface):
 * a write is refused when its normalized content or its address matches a live tombstone,
-  checked inside the write transaction;
+  checked inside the write transaction; new content that restates a tombstone's forgotten text
+  (``service/paraphrase.py``) is written *held*: out of every read until a person decides;
 * the same normalized content at the same address, or anywhere in the same scope, is a
   recurrence: ``seen_count`` goes up and no copy is made;
 * a candidate seen from ``promotion_threshold`` distinct sessions is promoted to verified, unless
@@ -24,6 +25,7 @@ from sqlalchemy.engine import Connection
 from cairn.core.diffing import unified_diff
 from cairn.core.keys import normalize_key
 from cairn.core.lesson import (
+    HELD,
     MAX_PAGE,
     TRUST_FILTERS,
 )
@@ -32,7 +34,7 @@ from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
-from cairn.service import limits
+from cairn.service import limits, paraphrase
 from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch, fetch_id, paged, public, status
 from cairn.service.tombstones import check_tombstones
@@ -118,12 +120,16 @@ class Lessons:
             promote_now = (
                 principal.session and self.settings.promotion_threshold <= 1 and not import_mode and not inp.outside
             )
-            if state["trust"] == "candidate" and promote_now:
+            hold = paraphrase.hold_for(conn, principal, inp.value)
+            if hold is not None:  # whoever writes it: only a review releases it
+                state["trust"] = HELD
+                detail = hold.detail()
+            elif state["trust"] == "candidate" and promote_now:
                 state["trust"] = "verified"
                 detail = {"promoted_by": "1 session"}
             row = apply(conn, principal, None, state, "create", now, detail=detail)
             self._sight(conn, principal, row, now)
-            return self._result("created", row, now)
+            return self._result("created", row, now, hold=hold, principal=principal)
         if existing["content_hash"] == chash and existing["trust"] != "rejected":
             if import_mode:
                 return self._result("unchanged", existing, now)
@@ -178,6 +184,7 @@ class Lessons:
                 valid_to = inp.valid_to
             else:
                 valid_from = inp.valid_from
+        hold = paraphrase.hold_for(conn, principal, inp.value)
         state.update(
             value=inp.value,
             content_hash=chash,
@@ -185,8 +192,9 @@ class Lessons:
             kind=inp.kind,
             source_agent=inp.source_agent or before["source_agent"],
             trigger=inp.trigger or before["trigger"],
-            # New content has not earned the old content's trust; a person's word has.
-            trust="verified" if principal.human and not candidate else "candidate",
+            # New content has not earned the old content's trust; a person's word has; content that
+            # restates forgotten content waits for a person whoever wrote it.
+            trust=HELD if hold else "verified" if principal.human and not candidate else "candidate",
             valid_from=valid_from,
             valid_to=valid_to,
             # A value-only edit never clears an existing TTL (LoreKit got this right).
@@ -195,9 +203,9 @@ class Lessons:
             superseded_by=None,
             claimed=merged_claims(before.get("claimed"), inp) if inp.claimed is not None else before.get("claimed"),
         )
-        row = apply(conn, principal, before, state, "update", now)
+        row = apply(conn, principal, before, state, "update", now, detail=hold.detail() if hold else None)
         self._sight(conn, principal, row, now)
-        return self._result("updated", row, now)
+        return self._result("updated", row, now, hold=hold, principal=principal)
 
     def _recur(
         self,
@@ -263,10 +271,24 @@ class Lessons:
         ).scalar_one()
 
     @staticmethod
-    def _result(action: str, row: dict[str, Any], now: datetime, note: str | None = None) -> dict[str, Any]:
+    def _result(
+        action: str,
+        row: dict[str, Any],
+        now: datetime,
+        note: str | None = None,
+        *,
+        hold: paraphrase.Hold | None = None,
+        principal: Principal | None = None,
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {"action": action, "lesson": public(row, now)}
         if note:
             out["note"] = note
+        if hold is not None and principal is not None:
+            out["held"] = hold.public(principal)
+            out["note"] = (
+                "held for review: this restates forgotten content; no read returns it until a person "
+                "verifies it (cairn review verify) or rejects it (cairn review reject)"
+            )
         return out
 
     # -- reading ----------------------------------------------------------------------------

@@ -5,7 +5,8 @@ The archived sweep also takes rejected (forgotten) lessons past the same retenti
 the content from lessons, versions, tags, sightings, links and every search index,
 and writes one audit row per lesson carrying only hashes, so the chain still verifies and the
 ledger still says what was erased, when and by whom. Tombstones hold no content and stay: a
-purged rejection is still a rejection.
+purged rejection is still a rejection. The embedding a tombstone kept of the forgotten text is
+derived from that content, so it goes with it (``paraphrase.erase``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from cairn.core.sweeps import choose_sweep
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
-from cairn.service import audit, epoch, indexing, rank_cache
+from cairn.service import audit, epoch, indexing, paraphrase, rank_cache
 from cairn.service.records import fetch
 from cairn.service.tx import write_tx
 from cairn.store.engine import Store
@@ -132,6 +133,7 @@ def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:
     tenant = principal.tenant_id
     epoch.bump(conn, tenant)  # work that read this lesson's text before now must not write it back
     indexing.drop(conn, lesson_id)
+    paraphrase.erase(conn, tenant, lesson_id)
     n_versions = conn.execute(
         select(func.count()).where(lesson_versions.c.tenant_id == tenant, lesson_versions.c.lesson_id == lesson_id)
     ).scalar_one()

@@ -2,6 +2,8 @@
 
 A candidate is an agent's lesson that has not earned trust yet; a person's verify makes it verified
 (after the same tombstone check a write makes), and a reject is a forget: a tombstone, not a flag.
+A *held* lesson (its text restates forgotten content, ``service/paraphrase.py``) waits here too,
+marked with the tombstone it resembles; it leaves the queue the same two ways.
 """
 
 from __future__ import annotations
@@ -9,17 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_
+from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import normalize_key
+from cairn.core.lesson import HELD
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
+from cairn.service import paraphrase
 from cairn.service.mutate import apply
-from cairn.service.records import active_clause, fetch_known, lesson_page, public
+from cairn.service.records import active_clause, fetch_known, paged, public
 from cairn.service.tombstones import Tombstones, check_limit, check_tombstones
 from cairn.service.tx import read_tx, write_tx
+from cairn.store import predicates
 from cairn.store.engine import Store
 from cairn.store.schema import lessons
 
@@ -34,7 +39,8 @@ class Review:
     def review_queue(
         self, principal: Principal, *, scope: str | None = None, limit: int = 100, cursor: str | None = None
     ) -> dict[str, Any]:
-        """Candidates awaiting review, oldest first, a page at a time (``next_cursor`` continues)."""
+        """Candidates and held lessons awaiting review, oldest first, a page at a time (``next_cursor``
+        continues). A held one carries ``held``: the tombstone it resembles and how close it is."""
         principal.require(READ)
         if scope:
             scope = validate_scope(scope)
@@ -42,15 +48,25 @@ class Review:
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
-            candidate = and_(active_clause(now), lessons.c.trust == "candidate")
+            waiting = or_(and_(active_clause(now), lessons.c.trust == "candidate"), predicates.held(now))
+            q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id, waiting)
+            if scope:
+                q = q.where(lessons.c.scope == scope)
             order = ((lessons.c.created_at, False), (lessons.c.id, False))
-            page = lesson_page(conn, principal, now, candidate, scope, order, limit, kind="review", cursor=cursor)
-            return {"candidates": page["lessons"], "next_cursor": page["next_cursor"]}
+            rows, after = paged(conn, principal, q, order, limit, kind="review", cursor=cursor)
+            held = paraphrase.marks(conn, principal, [r["id"] for r in rows if r["trust"] == HELD])
+            out = []
+            for r in rows:
+                entry = public(r, now)
+                if r["trust"] == HELD:
+                    entry["held"] = held.get(r["id"], {"code": paraphrase.HELD_CODE})
+                out.append(entry)
+            return {"candidates": out, "next_cursor": after}
 
         return read_tx(self.store, principal, tx)
 
     def verify(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
-        """A person vouches for a candidate."""
+        """A person vouches for a candidate, or releases a held lesson (it becomes verified)."""
         scope, key = validate_scope(scope), normalize_key(key)
         principal.require(WRITE, scope)
 
@@ -59,9 +75,12 @@ class Review:
             before = fetch_known(conn, principal, scope, key, f"no reviewable lesson at {scope} {key}")
             if before["trust"] == "verified":
                 return {"changed": False, "lesson": public(before, now)}
-            # Vouching for content that was forgotten elsewhere would give it back its authority.
+            # Vouching for content that was forgotten elsewhere would give it back its authority. A
+            # held lesson passed this check when written (it resembles, it does not repeat): this
+            # person's verify is the decision it was waiting for.
             check_tombstones(conn, principal, before["value"], scope, key, chash=before["content_hash"])
-            row = apply(conn, principal, before, dict(before, trust="verified"), "verify", now)
+            detail = {"released": True} if before["trust"] == HELD else None
+            row = apply(conn, principal, before, dict(before, trust="verified"), "verify", now, detail=detail)
             return {"changed": True, "lesson": public(row, now)}
 
         return write_tx(self.store, principal, tx)

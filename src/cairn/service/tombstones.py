@@ -5,7 +5,8 @@ A tombstone is keyed on the normalized content hash, the wider content identity 
 address, so a rejected lesson cannot return under another key, in another scope, re-cased,
 re-punctuated, with invisible characters, look-alike letters or its accents stripped
 (``core.content``). It holds no content: purging the lesson leaves the tombstone (and so the
-refusal) in force.
+refusal) in force. Beside it, while the forgotten text is stored, is that text's embedding
+(``service/paraphrase.py``): a later write that restates it is held for a person, not refused.
 
 ``check_tombstones`` is the one check. Every transition that makes content active runs it: a
 write (and so supersede and a plain import record), restore of an archived lesson, review verify,
@@ -27,7 +28,7 @@ from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
-from cairn.service import audit, epoch
+from cairn.service import audit, epoch, paraphrase
 from cairn.service.mutate import apply
 from cairn.service.records import fetch, paged
 from cairn.service.rows import tenant_row
@@ -171,6 +172,10 @@ class Tombstones:
                     created_by=principal.actor,
                 )
             ).inserted_primary_key[0]
+            # The text's embedding, so a restatement of it is held (the epoch bump above keys the
+            # cache of the tenant's vectors). Made here, not deferred: a write right after this
+            # commit must already meet it.
+            unchecked = paraphrase.put(conn, principal.tenant_id, tomb_id, before["value"], now)
             apply(
                 conn,
                 principal,
@@ -181,7 +186,10 @@ class Tombstones:
                 # The identity too, so the ledger can vouch for the tombstone's wider match.
                 detail={"tombstone_id": tomb_id, "reason": reason, "identity": identity},
             )
-            return {"tombstone_id": tomb_id, "already": False, "scope": scope, "key": key, "reason": reason}
+            out = {"tombstone_id": tomb_id, "already": False, "scope": scope, "key": key, "reason": reason}
+            if unchecked:
+                out["paraphrases_unchecked"] = unchecked
+            return out
 
         return write_tx(self.store, principal, tx)
 
@@ -205,6 +213,7 @@ class Tombstones:
                 .where(tombstones.c.tenant_id == principal.tenant_id, tombstones.c.id == tombstone_id)
                 .values(lifted_at=now, lifted_by=principal.actor, lift_reason=reason)
             )
+            paraphrase.drop(conn, principal.tenant_id, tombstone_id)  # a lifted tombstone holds nothing
             audit.record(
                 conn,
                 principal,

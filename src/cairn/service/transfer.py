@@ -25,11 +25,12 @@ from typing import Any
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from cairn.core.lesson import HELD
 from cairn.core.principal import ADMIN, WRITE, Principal
 from cairn.core.timeparse import format_time, utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
-from cairn.service import audit, indexing, limits, state_proof
+from cairn.service import audit, indexing, limits, paraphrase, state_proof
 from cairn.service.import_bulk import PlainBulk, RestoreBulk
 from cairn.service.import_records import parse_all, values_of
 from cairn.service.lessons import Lessons
@@ -205,15 +206,13 @@ class Transfer:
                 twin = self.lessons.same_content_in_scope(conn, principal, lesson["scope"], last["content_hash"])
                 if twin is not None:
                     return ("unchanged", None)
-                apply(
-                    conn,
-                    principal,
-                    None,
-                    _claimed_state(principal, lesson, versions, now),
-                    "import",
-                    now,
-                    detail={"claimed": True, "versions": len(versions)},
-                )
+                state = _claimed_state(principal, lesson, versions, now)
+                detail: dict[str, Any] = {"claimed": True, "versions": len(versions)}
+                hold = paraphrase.hold_for(conn, principal, last["value"])
+                if hold is not None:  # restates forgotten content: held, as a write would be
+                    state["trust"] = HELD
+                    detail.update(hold.detail())
+                apply(conn, principal, None, state, "import", now, detail=detail)
             if lesson.get("superseded_by"):
                 sb = lesson["superseded_by"]
                 supersessions.append(((lesson["scope"], lesson["key"]), (sb["scope"], sb["key"])))

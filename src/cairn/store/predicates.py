@@ -1,10 +1,11 @@
 """Where a lesson is in its life, defined once: for a row in Python and for a query in SQL.
 
-A lesson is *rejected* (its trust), *superseded* (a newer lesson replaced it), *archived*, *expired*
-(its TTL ran out) or else *active*. Every read asks one of these questions — read, list, search,
+A lesson is *rejected* (its trust), *held* (its trust: its text restates forgotten content and waits
+for a person, ``service/paraphrase.py``), *superseded* (a newer lesson replaced it), *archived*,
+*expired* (its TTL ran out) or else *active*. Every read asks one of these questions — read, list, search,
 context, export, the dashboard, the ranking index, the full-text arm's raw SQL — and each takes its
-answer from here, so "an archived, expired, rejected or superseded lesson never comes back" holds on
-every path at once. ``status`` and the clauses below say the same thing; ``tests/store/
+answer from here, so "an archived, expired, rejected, held or superseded lesson never comes back" holds
+on every path at once. ``status`` and the clauses below say the same thing; ``tests/store/
 test_predicates.py`` checks them against each other on real rows.
 
 Expiry is against a ``now`` the caller passes (one clock read per transaction), never read here.
@@ -18,16 +19,20 @@ from typing import Any
 from sqlalchemy import Table, and_, literal_column, or_
 from sqlalchemy.sql.elements import ColumnElement
 
+from cairn.core.lesson import HELD
 from cairn.store.schema import lessons
 
 REJECTED = "rejected"
-STATUSES = ("active", "rejected", "superseded", "archived", "expired")
+STATUSES = ("active", "rejected", "held", "superseded", "archived", "expired")
 
 
 def status(row: dict[str, Any], now: datetime) -> str:
-    """The lesson's state, in the order the states win: rejected, superseded, archived, expired, active."""
+    """The lesson's state, in the order the states win: rejected, held, superseded, archived, expired,
+    active. Held wins over the rest: no read, not even the archived list, shows held text."""
     if row["trust"] == REJECTED:
         return "rejected"
+    if row["trust"] == HELD:
+        return "held"
     if row["superseded_by"] is not None:
         return "superseded"
     if row["archived_at"] is not None:
@@ -38,13 +43,19 @@ def status(row: dict[str, Any], now: datetime) -> str:
 
 
 def current(t: Table = lessons) -> list[ColumnElement[bool]]:
-    """Neither rejected nor superseded: the lesson still stands at its address (archived or not)."""
+    """Neither rejected nor superseded: the lesson still stands at its address (archived or held or
+    not): a write at its address edits it, the same text in its scope recurs on it."""
     return [t.c.trust != REJECTED, t.c.superseded_by.is_(None)]
 
 
+def shown(t: Table = lessons) -> list[ColumnElement[bool]]:
+    """Current and not held: a read may show it in one of its states (active, archived, expired)."""
+    return [*current(t), t.c.trust != HELD]
+
+
 def unarchived(t: Table = lessons) -> list[ColumnElement[bool]]:
-    """Current and not archived: active apart from expiry, which moves with the clock, not with a write."""
-    return [*current(t), t.c.archived_at.is_(None)]
+    """Shown and not archived: active apart from expiry, which moves with the clock, not with a write."""
+    return [*shown(t), t.c.archived_at.is_(None)]
 
 
 def unexpired(now: Any, t: Table = lessons) -> ColumnElement[bool]:
@@ -57,8 +68,13 @@ def active(now: Any, t: Table = lessons) -> ColumnElement[bool]:
 
 
 def archived(t: Table = lessons) -> ColumnElement[bool]:
-    """Archived, and still standing (a rejected or superseded lesson is not listed as archived)."""
-    return and_(*current(t), t.c.archived_at.is_not(None))
+    """Archived, and still standing (a rejected, held or superseded lesson is not listed as archived)."""
+    return and_(*shown(t), t.c.archived_at.is_not(None))
+
+
+def held(now: Any, t: Table = lessons) -> ColumnElement[bool]:
+    """Held for a person's review, and otherwise active (what the review queue lists)."""
+    return and_(*current(t), t.c.trust == HELD, t.c.archived_at.is_(None), unexpired(now, t))
 
 
 def expired(now: Any, t: Table = lessons) -> ColumnElement[bool]:

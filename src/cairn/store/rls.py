@@ -59,6 +59,7 @@ DATA_TABLES = (
     "sightings",
     "links",
     "tombstones",
+    "tombstone_vectors",
     "audit_log",
     "lesson_embeddings",
     "lesson_signatures",

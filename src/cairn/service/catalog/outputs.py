@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cairn.core.lesson import HeldCode
+
 
 class Open(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -49,10 +51,24 @@ class Health(Open):
     status: str
 
 
+class Held(Open):
+    """Why a write (or a review entry) is held out of every read: it restates forgotten content.
+    The tombstone is named only to a caller who may see its scope."""
+
+    code: HeldCode
+    similarity: float | None = None  # the cosine of the two texts embedded (unknown: a restored held lesson)
+    tombstone_id: int | None = None
+    scope: str | None = None
+    key: str | None = None
+    reason: str | None = None
+    tombstone_lifted: bool | None = None  # in the review queue: the tombstone was lifted since
+
+
 class Written(Open):
     action: str  # created | updated | recurrence | ...
     lesson: Lesson
     note: str | None = None
+    held: Held | None = None  # present when the lesson was written held (lesson.trust == "held")
 
 
 class OneLesson(Open):
@@ -264,8 +280,12 @@ class Lifted(Open):
     reason: str
 
 
+class ReviewEntry(Lesson):
+    held: Held | None = None  # a held lesson: the tombstone it resembles
+
+
 class ReviewQueue(Open):
-    candidates: list[Lesson]
+    candidates: list[ReviewEntry]
     next_cursor: str | None = None
 
 

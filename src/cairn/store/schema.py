@@ -253,7 +253,7 @@ tombstones = Table(
     Index("ix_tombstones_tenant_address", "tenant_id", "scope", "key"),
 )
 
-# The embedding of a live tombstone's forgotten text (migration 0011 says why a table of its own):
+# The embedding of a live tombstone's forgotten text (migration 0012 says why a table of its own):
 # a write close to one is held for review. Deleted with that text (purge) and by unforget.
 tombstone_vectors = Table(
     "tombstone_vectors",

@@ -1,7 +1,7 @@
 """Tombstones keep the forgotten content's embedding, so a paraphrase of it is held for review.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-02
 
 Why: a tombstone refused the forgotten text re-cased, re-punctuated or with look-alike letters
@@ -27,8 +27,8 @@ from alembic import op
 
 from cairn.store.types import IdType, UTCDateTime
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

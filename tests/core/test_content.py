@@ -1,11 +1,20 @@
 import hashlib
 import re
+import unicodedata
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cairn.core.content import MAX_VALUE_BYTES, content_hash, first_line, normalize_content, validate_value
+from cairn.core import confusables
+from cairn.core.content import (
+    MAX_VALUE_BYTES,
+    content_hash,
+    first_line,
+    identity_form,
+    normalize_content,
+    validate_value,
+)
 from cairn.errors import CairnError
 
 WORD = st.from_regex(r"[A-Za-z0-9]{1,10}", fullmatch=True)
@@ -186,8 +195,7 @@ import sys  # noqa: E402
 
 import regex  # noqa: E402
 
-from cairn.core import confusables  # noqa: E402
-from cairn.core.content import content_identity, identity_form  # noqa: E402
+from cairn.core.content import content_identity  # noqa: E402
 
 # Drawn from the property itself (regex's Unicode tables), not a list typed here: hypothesis picks
 # among all of them, variation selectors, CGJ, Hangul fillers and tag characters included.
@@ -275,3 +283,46 @@ def test_identity_is_a_fixed_point_and_coarser_than_the_content_hash(text):
     assert identity_form(form) == form
     # Whatever the narrow form equates, the wide one does too.
     assert identity_form(normalize_content(text)) == form
+
+
+# --- the ASCII fast paths give what the per-character rules give --------------------------------
+
+
+def _reference_normal(text):
+    """``normalize_content`` written character by character, as the rules read (no fast path)."""
+    kept = "".join(ch for ch in text if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", kept).casefold())
+    return " ".join("".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in folded).split())
+
+
+def _reference_identity(text):
+    """``identity_form`` without any fast path: the same rounds, a Python step per character."""
+    table = confusables.prototypes()
+    form = _reference_normal(confusables.strip_ignorable(text))
+    for _ in range(4):
+        plain = "".join(ch for ch in unicodedata.normalize("NFD", form) if not confusables.is_accent(ch))
+        skeleton = unicodedata.normalize("NFD", "".join(table.get(ch, ch) for ch in plain))
+        nxt = _reference_normal_fold("".join(ch for ch in skeleton if not confusables.is_accent(ch)))
+        if nxt == form:
+            break
+        form = nxt
+    return " ".join("".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in form).split())
+
+
+def _reference_normal_fold(text):
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def test_every_ascii_character_normalizes_as_the_rules_say():
+    for code in range(128):
+        text = f"Ab{chr(code)}cD"
+        assert normalize_content(text) == _reference_normal(text), repr(text)
+        assert identity_form(text) == _reference_identity(text), repr(text)
+
+
+@given(st.one_of(st.text(alphabet=st.characters(codec="ascii"), max_size=60), st.text(max_size=40)))
+@example("Ünïcödé — “quoted” ﬁle ０１ аpple")
+@example("I|l 0O rn\u200bm")
+def test_normal_and_identity_forms_match_the_per_character_rules(text):
+    assert normalize_content(text) == _reference_normal(text)
+    assert identity_form(text) == _reference_identity(text)

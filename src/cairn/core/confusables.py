@@ -79,10 +79,16 @@ def prototypes() -> dict[str, str]:
     return table
 
 
+@functools.cache
+def _translation() -> dict[int, str]:
+    # The same mapping keyed by code point, for ``str.translate`` (one C loop instead of a
+    # Python call per character: the tombstone check runs this on every write).
+    return {ord(src): proto for src, proto in prototypes().items()}
+
+
 def skeleton_chars(text: str) -> str:
     """Replace each character by its TR39 prototype (the caller decomposes before and after)."""
-    table = prototypes()
-    return "".join(table.get(ch, ch) for ch in text)
+    return text.translate(_translation())
 
 
 def is_accent(ch: str) -> bool:

@@ -64,14 +64,46 @@ def validate_value(text: str) -> str:
 
 
 def _fold(text: str) -> str:
+    if text.isascii():  # NFKC leaves ASCII as it is, and ASCII case-folds to lower case
+        return text.lower()
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _is_invisible(ch: str) -> bool:
+    return not ch.isspace() and unicodedata.category(ch) in ("Cc", "Cf", "Cs")
+
+
+def _is_separator(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "PS"
+
+
+# The per-character rules below as ``str.translate`` tables over ASCII, where most lessons live:
+# one C loop per value instead of a Python call per character, with the same result (each rule
+# decides character by character, and the tables are computed from the rules themselves).
+_ASCII_INVISIBLE = {i: None for i in range(128) if _is_invisible(chr(i))}
+_ASCII_SEPARATOR = {i: " " for i in range(128) if _is_separator(chr(i))}
 
 
 def _strip_invisible(text: str) -> str:
     # Format characters (zero-width space/joiner, BOM, bidi controls), non-whitespace controls and
     # surrogates are deleted outright rather than turned into spaces: inserting one inside a word
     # must not make it a different word, or a tombstone could be dodged with a U+200B.
-    return "".join(ch for ch in text if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+    if text.isascii():
+        return text.translate(_ASCII_INVISIBLE)
+    return "".join(ch for ch in text if not _is_invisible(ch))
+
+
+def _space_separators(text: str) -> str:
+    # Punctuation and symbols become spaces, not nothing: "--no-cache" must read as "no cache".
+    if text.isascii():
+        return text.translate(_ASCII_SEPARATOR)
+    return "".join(" " if _is_separator(ch) else ch for ch in text)
+
+
+def _drop_accents(text: str) -> str:
+    if text.isascii():  # no combining mark is ASCII
+        return text
+    return "".join(ch for ch in text if not confusables.is_accent(ch))
 
 
 def normalize_content(text: str) -> str:
@@ -81,10 +113,7 @@ def normalize_content(text: str) -> str:
     letter next to a combining mark that NFKC would then compose, and a stored normal form must
     be a fixed point (normalizing it again never changes it).
     """
-    folded = _fold(_strip_invisible(text))
-    # Punctuation and symbols become spaces, not nothing: "--no-cache" must read as "no cache".
-    spaced = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in folded)
-    return " ".join(spaced.split())
+    return " ".join(_space_separators(_fold(_strip_invisible(text))).split())
 
 
 def content_hash(text: str) -> str:
@@ -107,14 +136,12 @@ def identity_form(text: str) -> str:
     form = normalize_content(confusables.strip_ignorable(text))
     for _ in range(4):  # a fixed point is reached in one or two rounds; the bound is a guard
         decomposed = unicodedata.normalize("NFD", form)
-        plain = "".join(ch for ch in decomposed if not confusables.is_accent(ch))
-        skeleton = unicodedata.normalize("NFD", confusables.skeleton_chars(plain))
-        nxt = _fold("".join(ch for ch in skeleton if not confusables.is_accent(ch)))
+        skeleton = unicodedata.normalize("NFD", confusables.skeleton_chars(_drop_accents(decomposed)))
+        nxt = _fold(_drop_accents(skeleton))
         if nxt == form:
             break
         form = nxt
-    spaced = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in form)
-    return " ".join(spaced.split())
+    return " ".join(_space_separators(form).split())
 
 
 def content_identity(text: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.principal import Principal
@@ -23,6 +23,8 @@ from cairn.runtime.settings import Settings
 from cairn.store.schema import audit_log, lessons, tenant_limits
 
 FIELDS = ("max_lessons", "max_value_bytes", "writes_per_minute")
+# Built once: every write reads the tenant's overrides.
+_OVERRIDES = select(*(tenant_limits.c[f] for f in FIELDS)).where(tenant_limits.c.tenant_id == bindparam("tenant"))
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Limits:
 
 def effective(conn: Connection, settings: Settings, tenant: str) -> tuple[Limits, dict[str, str]]:
     """The tenant's limits and where each came from (tenant override, or settings)."""
-    row = conn.execute(select(tenant_limits).where(tenant_limits.c.tenant_id == tenant)).mappings().first()
+    row = conn.execute(_OVERRIDES, {"tenant": tenant}).mappings().first()
     values: dict[str, int] = {}
     sources: dict[str, str] = {}
     for f in FIELDS:

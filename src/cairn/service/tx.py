@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from cairn.core import roles
@@ -22,6 +22,16 @@ from cairn.store.engine import Store, enter_tenant
 from cairn.store.schema import memberships, scope_bindings
 
 T = TypeVar("T")
+
+# Built once: every lesson write runs it, and building a select costs more than running this one.
+_BINDINGS = (
+    select(scope_bindings.c.tenant_id, scope_bindings.c.pattern, memberships.c.role)
+    .join(
+        memberships,
+        (memberships.c.tenant_id == scope_bindings.c.tenant_id) & (memberships.c.user_id == bindparam("user")),
+    )
+    .order_by(func.length(scope_bindings.c.pattern).desc(), scope_bindings.c.pattern)
+)
 
 
 def read_tx(store: Store, principal: Principal, fn: Callable[[Connection], T]) -> T:
@@ -70,15 +80,10 @@ def _bound(conn: Connection, principal: Principal, scope: str) -> Principal:
     """The principal in the org whose binding covers ``scope`` (longest pattern first), or unchanged."""
     if principal.user_id is None or principal.tenant_id != principal.user_id:
         return principal
+    rows: Any = conn.execute(_BINDINGS, {"user": principal.user_id}).all()
+    if not rows:
+        return principal
     canonical = validate_scope(scope)
-    rows: Any = conn.execute(
-        select(scope_bindings.c.tenant_id, scope_bindings.c.pattern, memberships.c.role)
-        .join(
-            memberships,
-            (memberships.c.tenant_id == scope_bindings.c.tenant_id) & (memberships.c.user_id == principal.user_id),
-        )
-        .order_by(func.length(scope_bindings.c.pattern).desc(), scope_bindings.c.pattern)
-    ).all()
     for tenant, pattern, role in rows:
         if scope_matches(canonical, pattern):
             perms = roles.effective(principal.level, role)

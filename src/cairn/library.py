@@ -12,6 +12,7 @@ Only the verbs a program needs day to day have a method here; the rest of the se
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -83,6 +84,14 @@ class Memory:
         if tags is not None:
             options["tags"] = tags
         return self.service.write(self.principal, scope, key, value, **options)
+
+    def write_many(self, items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+        """Many writes at once, each with ``write``'s rules, version and audit row, in one transaction
+        per 500: ``{"results": [one write result, or {"action": "refused", "code", …}, per item], "counts"}``.
+
+        Each item is a mapping: ``scope``, ``key``, ``value`` and any of ``write``'s options (``tags``, …).
+        """
+        return self.service.write_many(self.principal, items)
 
     def read(
         self, scope: str, key: str, *, as_of: datetime | None = None, valid_at: datetime | None = None

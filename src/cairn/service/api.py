@@ -186,6 +186,7 @@ class Cairn:
 
     # -- lessons -------------------------------------------------------------------------------
     write = _Op("lessons", Lessons.write)
+    write_many = _Op("lessons", Lessons.write_many)
     read = _Op("lessons", Lessons.read)
     list = _Op("lessons", Lessons.list)
     history = _Op("lessons", Lessons.history)

@@ -42,9 +42,18 @@ class PlainBulk:
     """
 
     def __init__(
-        self, writer: Lessons, conn: Connection, principal: Principal, recs: list[WriteInput], restore: bool
+        self,
+        writer: Lessons,
+        conn: Connection,
+        principal: Principal,
+        recs: list[WriteInput],
+        restore: bool,
+        *,
+        candidate: bool = True,
     ) -> None:
-        self.writer, self.conn, self.principal = writer, conn, principal
+        """``candidate``: an import's records land as candidates whoever imports them (``write_in``'s
+        ``import_mode``); a bulk write's lessons get the trust ``write`` gives its caller."""
+        self.writer, self.conn, self.principal, self.candidate = writer, conn, principal, candidate
         self.level = ADMIN if restore else WRITE
         self.now = utcnow()
         self.pending: list[Change] = []
@@ -89,7 +98,7 @@ class PlainBulk:
 
     def add(self, rec: WriteInput) -> None:
         h = rec.content_hash
-        state = self.writer.new_state(self.principal, rec, h, self.now, candidate=True)  # as write_in's import_mode
+        state = self.writer.new_state(self.principal, rec, h, self.now, candidate=self.candidate)
         self.pending.append(Change(None, state, "create"))
         self.touched(rec)
 
@@ -98,10 +107,13 @@ class PlainBulk:
         self.addresses.add((rec.scope, rec.key))
         self.twins.add((rec.scope, rec.content_hash))
 
-    def flush(self) -> None:
+    def flush(self) -> list[dict[str, Any]]:
+        """Write the pending creates; the new lesson rows, in the order they were added."""
+        rows: list[dict[str, Any]] = []
         if self.pending:
-            apply_many(self.conn, self.principal, self.pending, self.now)
+            rows = apply_many(self.conn, self.principal, self.pending, self.now)
             self.pending = []
+        return rows
 
 
 class LiveTombstones:

@@ -15,6 +15,7 @@ Rules that live here (and nowhere in a surface):
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -91,6 +92,17 @@ class Lessons:
         principal.require(WRITE, inp.scope)
         # A scope bound to an org is written there (write_tx adds "routed_to").
         return write_tx(self.store, principal, lambda conn, acting: self.write_in(conn, acting, inp), route=inp.scope)
+
+    def write_many(self, principal: Principal, items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+        """Many writes, each by ``write``'s rules with its own version and audit row, in one
+        transaction per batch (``service/write_batch.py``): ``{"results": [...], "counts": {...}}``.
+
+        Each item is a mapping with ``scope``, ``key``, ``value`` and any of ``write``'s options;
+        a lesson refused by a tombstone or a limit is reported in its place and the others are written.
+        """
+        from cairn.service import write_batch
+
+        return write_batch.write_many(self, principal, items)
 
     def write_in(
         self, conn: Connection, principal: Principal, inp: WriteInput, *, import_mode: bool = False
@@ -269,6 +281,10 @@ class Lessons:
         return conn.execute(
             select(func.count()).where(sightings.c.tenant_id == principal.tenant_id, sightings.c.lesson_id == lesson_id)
         ).scalar_one()
+
+    def created(self, row: dict[str, Any], now: datetime) -> dict[str, Any]:
+        """What ``write`` answers for a lesson it created (the bulk lane's lessons answer the same)."""
+        return self._result("created", row, now)
 
     @staticmethod
     def _result(

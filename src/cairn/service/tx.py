@@ -65,7 +65,7 @@ def write_tx(
         return store.run(lambda conn: fn(conn, principal), write=True, **principal.db_vars, **more)
 
     def tx(conn: Connection) -> T:
-        target = _bound(conn, principal, route)
+        target = bound_principal(conn, principal, route)
         if target.tenant_id != principal.tenant_id:
             enter_tenant(conn, target.tenant_id)
         out = fn(conn, target)
@@ -76,15 +76,26 @@ def write_tx(
     return store.run(tx, write=True, **principal.db_vars, **more)
 
 
-def _bound(conn: Connection, principal: Principal, scope: str) -> Principal:
+def bound_principal(conn: Connection, principal: Principal, scope: str) -> Principal:
     """The principal in the org whose binding covers ``scope`` (longest pattern first), or unchanged."""
+    return route_by(principal, bindings_of(conn, principal), scope)
+
+
+def bindings_of(conn: Connection, principal: Principal) -> list[Any]:
+    """The scope bindings that may route this principal's writes: ``(tenant, pattern, role)``, longest first.
+
+    Read once per transaction by a writer of many lessons (``route_by`` then answers per scope)."""
     if principal.user_id is None or principal.tenant_id != principal.user_id:
-        return principal
-    rows: Any = conn.execute(_BINDINGS, {"user": principal.user_id}).all()
-    if not rows:
+        return []
+    return list(conn.execute(_BINDINGS, {"user": principal.user_id}).all())
+
+
+def route_by(principal: Principal, bindings: list[Any], scope: str) -> Principal:
+    """``bound_principal`` over bindings already read (``bindings_of``)."""
+    if not bindings:
         return principal
     canonical = validate_scope(scope)
-    for tenant, pattern, role in rows:
+    for tenant, pattern, role in bindings:
         if scope_matches(canonical, pattern):
             perms = roles.effective(principal.level, role)
             if WRITE in perms:

@@ -129,6 +129,23 @@ def test_refusals_raise_cairn_error_with_the_stable_code_and_store_nothing(tmp_p
         assert memory.list()["lessons"] == []
 
 
+def test_write_many_writes_each_item_and_refuses_forgotten_content_in_its_place(tmp_path: Path) -> None:
+    with cairn.open(home=tmp_path / "home") as memory:
+        memory.write(REPO, "secret", "The deploy key is in the wiki.")
+        memory.forget(REPO, "secret", "a secret")
+        out = memory.write_many(
+            [
+                {"scope": REPO, "key": "a", "value": "Lesson a.", "tags": ["ci"]},
+                {"scope": REPO, "key": "b", "value": "the deploy key is in the WIKI"},
+                {"scope": REPO, "key": "a", "value": "Lesson a."},
+            ]
+        )
+        assert [r["action"] for r in out["results"]] == ["created", "refused", "recurred"]
+        assert out["results"][1]["code"] == "TOMBSTONED"
+        assert [lesson["key"] for lesson in memory.list(REPO)["lessons"]] == ["a"]
+        assert memory.read(REPO, "a")["lesson"]["tags"] == ["ci"]
+
+
 def test_a_token_acts_as_its_account_and_a_bad_token_is_refused(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with cairn.open(home=home) as operator:

@@ -574,6 +574,22 @@ def test_a_members_personal_write_on_a_bound_scope_lands_in_the_org(svc: Cairn, 
     assert [r["key"] for r in org_lessons(store, "dave")] == ["alias"]
 
 
+def test_write_many_routes_each_lesson_on_a_bound_scope_to_the_org(svc: Cairn, acme: Acme, store: Store) -> None:
+    svc.org_bind(acme.bob, "acme", BOUND)
+    out = svc.write_many(
+        acme.dave,
+        [
+            {"scope": "repo::dave/dotfiles", "key": "alias", "value": "Alias ll to ls -la."},
+            {"scope": API, "key": "retry", "value": "Retry with jitter."},
+            {"scope": "repo::dave/dotfiles", "key": "editor", "value": "EDITOR is nvim."},
+        ],
+    )
+    assert [r.get("routed_to") for r in out["results"]] == [None, "org:acme", None]
+    assert [r["key"] for r in org_lessons(store)] == ["retry"]
+    assert [r["key"] for r in org_lessons(store, "dave")] == ["alias", "editor"]
+    assert svc.audit_verify(as_org(svc, acme.bob, "admin"))["ok"]
+
+
 def test_a_viewers_write_on_a_bound_scope_is_not_routed(svc: Cairn, acme: Acme, store: Store) -> None:
     svc.org_bind(acme.bob, "acme", BOUND)
     out = svc.write(acme.erin, API, "note", "A viewer's own note.")

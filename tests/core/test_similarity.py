@@ -126,10 +126,23 @@ def test_negated_version_of_forgotten_content_is_not_held() -> None:
 
 
 def test_forgotten_content_with_a_number_changed_is_still_held() -> None:
-    forgotten = "The deploy key for acme/infra expires on 2027-03-01; rotate it with make rotate-key."
-    write = "The deploy key for acme/infra expires on 2027-04-01; rotate it with make rotate-key."
+    forgotten = "The staging replica listens on port 6432 with the shared ops password."
+    write = "The staging replica listens on port 6433 with the shared ops password."
     assert disagreement(write, forgotten) is not None  # the number rule sees it ...
     assert is_tombstone_paraphrase(write, forgotten, HIGH)  # ... and the tombstone check ignores it
+
+
+def test_dates_and_identifiers_are_not_numbers_that_disagree() -> None:
+    a = "reviewer loop (run 22968): regenerate the lockfile with the pinned tool version. See #4411."
+    b = "reviewer loop (run 13683): regenerate the lockfile with the pinned tool version. See #5120."
+    assert disagreement(a, b) is None
+    assert (
+        disagreement("On 2024-04-03 at 10:15 the cache expired.", "On 2024-08-14 at 09:00 the cache expired.") is None
+    )
+    assert is_near_duplicate(a, b, HIGH)
+    # A short number after such a word is a setting, not an identifier.
+    found = disagreement("Gunicorn: run 4 workers per pod.", "Gunicorn: run 2 workers per pod.")
+    assert found is not None and found.kind == "number"
 
 
 def test_lexical_overlap_bounds() -> None:

@@ -26,9 +26,13 @@ How two texts "disagree" (:func:`disagreement`) is a documented heuristic, check
 4. **Antonyms** — one text uses a word of a pair in :data:`ANTONYMS` (enable/disable, always/never,
    allow/deny, ...) and the other uses its opposite without the first.
 5. **Numbers** — both texts carry numbers or versions and each has one the other lacks (a timeout of
-   30 s against 60 s, Node 18 against Node 20). Paraphrases keep their numbers; this counts for
-   merges and contradictions but not for tombstones (a forgotten secret with one digit changed is
-   still held).
+   30 s against 60 s, Node 18 against Node 20). Dates, times and identifiers (``#123``, ``run 22968``,
+   ``incident 4312``) are not counted: two notes of one lesson differ in those. Paraphrases keep their
+   numbers; this counts for merges and contradictions but not for tombstones (a forgotten secret with
+   one digit changed is still held).
+
+Each text's features (stems, polarity, relations, numbers) are computed once and cached
+(:data:`FEATURE_CACHE` texts), since a planner asks about each lesson in many pairs.
 
 The thresholds below are cosines of Cairn's shipped embedder (``cairn.search.embed``), fitted on the
 dev halves of the labelled pair sets in ``evals/similarity/`` by ``python evals/similarity/calibrate.py``
@@ -130,6 +134,10 @@ _NEGATION_REACH = 2
 #: Phrases whose left side is preferred over their right side.
 _PREFER = re.compile(r"\b(?:instead\s+of|rather\s+than|in\s+place\s+of|over)\b")
 _ORDER = re.compile(r"\b(?:before|after)\b")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+_ID_BEFORE = re.compile(
+    r"\b(?:run|incident|issue|pr|ticket|build|job|line|pid|commit|case|order|request|session)\s*#?\s*$", re.I
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +152,7 @@ class Disagreement:
         return f"{self.kind}: {self.detail}"
 
 
+@lru_cache(maxsize=1 << 16)
 def _stem(token: str) -> str:
     """ranking's crude stem, then a final ``e`` dropped (``cache``/``caches``, ``base``/``based``) and a
     doubled final consonant undoubled (``tagging``/``tag``, ``committed``/``commit``)."""
@@ -163,7 +172,6 @@ def _content(tokens: list[str]) -> list[str]:
     return [_stem(t) for t in tokens if len(t) > 1 and t not in STOP_WORDS and t not in NEGATIONS]
 
 
-@lru_cache(maxsize=4096)
 def _clauses(text: str) -> tuple[tuple[str, ...], ...]:
     out = []
     for part in _CLAUSE.split(text.lower().replace("’", "'")):
@@ -174,14 +182,13 @@ def _clauses(text: str) -> tuple[tuple[str, ...], ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=4096)
-def _stems(text: str) -> frozenset[str]:
-    return frozenset(s for clause in _clauses(text) for s in _content(list(clause)) if not s.isdigit())
+def _stems(clauses: tuple[tuple[str, ...], ...]) -> frozenset[str]:
+    return frozenset(s for clause in clauses for s in _content(list(clause)) if not s.isdigit())
 
 
 def lexical_overlap(a_text: str, b_text: str) -> float:
     """Jaccard similarity of the two texts' content-word stems (0 when either has none)."""
-    a, b = _stems(a_text), _stems(b_text)
+    a, b = _features(a_text).stems, _features(b_text).stems
     if not a or not b:
         return 0.0
     return len(a & b) / len(a | b)
@@ -205,13 +212,12 @@ def _is_negation(token: str) -> bool:
     return token in NEGATIONS or token.endswith("n't")
 
 
-@lru_cache(maxsize=4096)
-def _polarity(text: str) -> tuple[frozenset[str], frozenset[str], int]:
+def _polarity(clauses: tuple[tuple[str, ...], ...]) -> tuple[frozenset[str], frozenset[str], int]:
     """(stems the text only negates, stems it asserts somewhere, how many negations it holds)."""
     negated: set[str] = set()
     asserted: set[str] = set()
     count = 0
-    for clause in _clauses(text):
+    for clause in clauses:
         reach = 0
         for i, tok in enumerate(clause):
             if _is_negation(tok):
@@ -267,7 +273,7 @@ def _relations(text: str, pattern: re.Pattern[str], flip: set[str]) -> set[tuple
     return pairs
 
 
-def _swapped(a: set[tuple[str, str]], b: set[tuple[str, str]]) -> tuple[str, str] | None:
+def _swapped(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> tuple[str, str] | None:
     for x, y in sorted(a):
         if (y, x) in b and (x, y) not in b:
             return (x, y)
@@ -275,17 +281,53 @@ def _swapped(a: set[tuple[str, str]], b: set[tuple[str, str]]) -> tuple[str, str
 
 
 def _numbers(text: str) -> frozenset[str]:
-    return frozenset(m.group(1) for m in _NUMBER.finditer(text))
+    """The numbers and versions a text states, without dates, times and identifiers (``#123``,
+    ``run 22968``, ``incident 4312``): two notes of one lesson differ in those without disagreeing."""
+    plain = _DATE.sub(" ", text)
+    out = set()
+    for m in _NUMBER.finditer(plain):
+        before = plain[max(0, m.start() - 12) : m.start()]
+        if before.endswith("#") or (len(m.group(1)) >= 3 and _ID_BEFORE.search(before)):
+            continue
+        out.add(m.group(1))
+    return frozenset(out)
 
 
-def _has(stems: frozenset[str], word: str) -> bool:
-    return _stem(word) in stems
+@dataclass(frozen=True, slots=True)
+class _Features:
+    """What the rules read of one text, computed once per text (a planner asks about each lesson in
+    many pairs)."""
+
+    stems: frozenset[str]
+    negated: frozenset[str]
+    asserted: frozenset[str]
+    negations: int
+    antonyms: frozenset[str]
+    preferences: frozenset[tuple[str, str]]
+    orders: frozenset[tuple[str, str]]
+    numbers: frozenset[str]
 
 
-@lru_cache(maxsize=4096)
-def _all_stems(text: str) -> frozenset[str]:
-    """Every word's stem, stop words and negations included (antonyms include ``on``/``off``, ``no``)."""
-    return frozenset(_stem(t) for clause in _clauses(text) for t in clause)
+#: Texts whose features are kept: a planner compares each lesson with its neighbours in one scope,
+#: so the cache holds a large scope's lessons (a few KB each).
+FEATURE_CACHE = 8192
+
+
+@lru_cache(maxsize=FEATURE_CACHE)
+def _features(text: str) -> _Features:
+    clauses = _clauses(text)
+    neg, pos, count = _polarity(clauses)
+    every = {_stem(t) for clause in clauses for t in clause}
+    return _Features(
+        stems=_stems(clauses),
+        negated=neg,
+        asserted=pos,
+        negations=count,
+        antonyms=frozenset(every & _ANTONYM_STEMS),
+        preferences=frozenset(_relations(text, _PREFER, set())),
+        orders=frozenset(_relations(text, _ORDER, {"after"})),
+        numbers=_numbers(text),
+    )
 
 
 def disagreement(a_text: str, b_text: str, *, numbers: bool = True) -> Disagreement | None:
@@ -294,29 +336,26 @@ def disagreement(a_text: str, b_text: str, *, numbers: bool = True) -> Disagreem
     Only meaningful for texts already known to be about the same thing (a high cosine): on unrelated
     texts it finds "disagreements" that mean nothing. ``numbers=False`` skips the number rule.
     """
-    swap = _swapped(_relations(a_text, _PREFER, set()), _relations(b_text, _PREFER, set()))
+    a, b = _features(a_text), _features(b_text)
+    swap = _swapped(a.preferences, b.preferences)
     if swap:
         return Disagreement("preference", f"{swap[0]} over {swap[1]} / {swap[1]} over {swap[0]}")
-    swap = _swapped(_relations(a_text, _ORDER, {"after"}), _relations(b_text, _ORDER, {"after"}))
+    swap = _swapped(a.orders, b.orders)
     if swap:
         return Disagreement("order", f"{swap[0]} before {swap[1]} / {swap[1]} before {swap[0]}")
-    a_neg, a_pos, a_count = _polarity(a_text)
-    b_neg, b_pos, b_count = _polarity(b_text)
-    a_flip, b_flip = a_neg & b_pos, b_neg & a_pos
+    a_flip, b_flip = a.negated & b.asserted, b.negated & a.asserted
     flipped = sorted(a_flip | b_flip)
-    if flipped and not (a_flip and b_flip) and a_count != b_count:
+    if flipped and not (a_flip and b_flip) and a.negations != b.negations:
         return Disagreement("negation", ", ".join(flipped[:3]))
-    a_all, b_all = _all_stems(a_text), _all_stems(b_text)
-    for x, y in ANTONYMS:
-        for p, q in ((x, y), (y, x)):
-            if _has(a_all, p) and _has(b_all, q) and not _has(a_all, q) and not _has(b_all, p):
-                if _has(a_neg, p) or _has(b_neg, q):
+    if a.antonyms or b.antonyms:
+        for p, q, p_word, q_word in _ANTONYM_PAIRS:
+            if p in a.antonyms and q in b.antonyms and q not in a.antonyms and p not in b.antonyms:
+                if p in a.negated or q in b.negated:
                     continue  # "breaks" against "doesn't work": a negated antonym agrees
-                return Disagreement("antonym", f"{p} / {q}")
-    if numbers:
-        a_num, b_num = _numbers(a_text), _numbers(b_text)
-        if a_num - b_num and b_num - a_num:
-            return Disagreement("number", f"{', '.join(sorted(a_num - b_num))} / {', '.join(sorted(b_num - a_num))}")
+                return Disagreement("antonym", f"{p_word} / {q_word}")
+    if numbers and a.numbers - b.numbers and b.numbers - a.numbers:
+        only_a, only_b = sorted(a.numbers - b.numbers), sorted(b.numbers - a.numbers)
+        return Disagreement("number", f"{', '.join(only_a)} / {', '.join(only_b)}")
     return None
 
 
@@ -348,3 +387,10 @@ def is_tombstone_paraphrase(candidate_text: str, forgotten_text: str, cosine: fl
     if cosine < PARAPHRASE_COSINE:
         return False
     return disagreement(candidate_text, forgotten_text, numbers=False) is None
+
+
+# Antonym pairs as stems (what the rule compares) with their words (what a reason names), both ways round.
+_ANTONYM_PAIRS: tuple[tuple[str, str, str, str], ...] = tuple(
+    quad for x, y in ANTONYMS for quad in ((_stem(x), _stem(y), x, y), (_stem(y), _stem(x), y, x))
+)
+_ANTONYM_STEMS = frozenset(s for quad in _ANTONYM_PAIRS for s in quad[:2])

@@ -196,3 +196,11 @@ def test_schedule_names_and_durations() -> None:
     assert bad.value.code == "INVALID_INPUT"
     with pytest.raises(CairnError):
         schedule_interval("1m")  # more often than a whole-store read should run
+
+
+def test_a_scheduled_plan_is_due_one_interval_after_the_newest_run() -> None:
+    assert core.due(None, NOW, "daily")
+    assert not core.due(NOW - timedelta(hours=23), NOW, "daily")
+    assert core.due(NOW - timedelta(hours=24), NOW, "daily")
+    assert core.due(NOW - timedelta(hours=2), NOW, "1h")
+    assert not core.due(None, NOW, "off")

@@ -84,6 +84,16 @@ def schedule_interval(text: str) -> timedelta | None:
     return parse_duration(name, minimum=MIN_SCHEDULE, maximum=timedelta(days=365), code="INVALID_INPUT")
 
 
+def due(last_started: datetime | None, now: datetime, schedule: str) -> bool:
+    """Whether a scheduled plan is due: the schedule is on and the newest run (anyone's, scheduled or
+    not) started at least one interval ago. Read from the ledger, so a daemon that restarts often (one
+    started on demand exits when idle) still plans once per interval, not once per start."""
+    interval = schedule_interval(schedule)
+    if interval is None:
+        return False
+    return last_started is None or now - last_started >= interval
+
+
 @dataclass(frozen=True)
 class Record:
     """One lesson as the planner sees it (the service reads these; tests build them by hand)."""

@@ -10,7 +10,8 @@ It also runs the built-in sweeps on a schedule, as the local owner (actor ``cair
 erase expired lessons, erase archived and rejected ones past retention (``purge``), embed
 queued lessons so that searches and session starts never wait for a bulk import's vectors, and
 run the full ``audit verify`` (chain and state, ``serve.audit_minutes``), so an edit of the
-database behind Cairn's back is reported even when nobody thinks to ask.
+database behind Cairn's back is reported even when nobody thinks to ask, and plan a consolidation
+on ``[consolidate] schedule`` (docs/consolidation.md) for a person to apply.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ SWEEP_ACTOR = "cairn-serve"
 DRAIN_EVERY = float(os.environ.get("CAIRN_DRAIN_SECONDS") or 10)  # between looks at the embedding queue
 # The HTTP API and MCP, on loopback unless --host says otherwise; CAIRN_HTTP_PORT moves the default.
 DEFAULT_HTTP_PORT = int(os.environ.get("CAIRN_HTTP_PORT") or 8321)
+# How often the daemon asks the ledger whether a scheduled consolidation is due (one cheap query).
+CONSOLIDATE_CHECK = 300.0
 LOCK_NAME = "cairn.lock"  # flock()ed by the running daemon: one per home
 READ_TIMEOUT = 30.0  # seconds a connection may take to send its request (clients send at once)
 
@@ -209,10 +212,27 @@ class Daemon:
         self.log(f"audit verified: {result['checked']} ledger row(s), {state.get('lessons', 0)} lesson(s)")
         return True
 
+    def consolidate(self) -> None:
+        """A consolidation plan when one is due (``[consolidate] schedule``; applied only with
+        ``auto_apply``). The log says how many actions of each kind, never a lesson's text."""
+        try:
+            result = self.svc.consolidate_scheduled(local_principal(actor=SWEEP_ACTOR))
+        except CairnError as exc:
+            self.log(f"consolidation failed: {exc.code}")
+            return
+        except Exception as exc:  # noqa: BLE001 - keep serving; the next round retries
+            self.log(f"consolidation failed: {type(exc).__name__}")
+            return
+        if result is not None:
+            run = result["run"]
+            counts = ", ".join(f"{n} {s}" for s, n in run["actions"].items() if n) or "nothing to do"
+            self.log(f"consolidation run {run['id']} ({run['status']}): {counts}")
+
     def _background(self) -> None:
         """Sweeps at start and then every ``serve.sweep_minutes``; the full audit verify after the first
-        sweep and then every ``serve.audit_minutes``; the embedding queue every few seconds."""
-        next_sweep = next_audit = 0.0
+        sweep and then every ``serve.audit_minutes``; a consolidation plan when the ledger says one is
+        due (checked with the sweeps); the embedding queue every few seconds."""
+        next_sweep = next_audit = next_consolidate = 0.0
         try:  # a fresh home has no local store yet; the embedding state row needs its tenant
             self.svc.ensure_tenant(local_principal(actor=SWEEP_ACTOR))
         except CairnError as exc:
@@ -224,6 +244,9 @@ class Daemon:
             if self.sweeps and time.monotonic() >= next_audit:
                 self.verify_audit()
                 next_audit = time.monotonic() + self.svc.settings.audit_minutes * 60
+            if self.sweeps and time.monotonic() >= next_consolidate:
+                self.consolidate()
+                next_consolidate = time.monotonic() + CONSOLIDATE_CHECK
             try:
                 embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR))
                 if embedded:

@@ -242,5 +242,6 @@ class Cairn:
     consolidate_resume = _Op("consolidation", Consolidation.consolidate_resume)
     consolidate_drop = _Op("consolidation", Consolidation.consolidate_drop)
     consolidate_undo = _Op("consolidation", Consolidation.consolidate_undo)
+    consolidate_scheduled = _Op("consolidation", Consolidation.consolidate_scheduled)
     consolidate_runs = _Op("consolidation", Consolidation.consolidate_runs)
     consolidate_show = _Op("consolidation", Consolidation.consolidate_show)

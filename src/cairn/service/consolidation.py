@@ -441,6 +441,25 @@ class Consolidation:
 
         return write_tx(self.store, principal, tx)
 
+    def consolidate_scheduled(self, principal: Principal) -> dict[str, Any] | None:
+        """What ``cairn serve`` runs on its schedule (``[consolidate] schedule``): when a run is due,
+        a plan that waits for a person, or with ``auto_apply`` a plan applied at once; else None."""
+        principal.require(WRITE)
+
+        def newest(conn: Connection) -> datetime | None:
+            return conn.execute(
+                select(func.max(consolidation_runs.c.started_at)).where(
+                    consolidation_runs.c.tenant_id == principal.tenant_id
+                )
+            ).scalar()
+
+        last = read_tx(self.store, principal, newest)
+        if not core.due(last, utcnow(), self.settings.consolidate_schedule):
+            return None
+        if self.settings.consolidate_auto_apply:
+            return self.consolidate_apply(principal)
+        return self.consolidate_plan(principal)
+
     # -- a person's decisions -------------------------------------------------------------------
     def consolidate_drop(self, principal: Principal, run_id: int, positions: list[int] | None = None) -> dict[str, Any]:
         """Drop planned actions (all, or those at ``positions``): they will never apply."""

@@ -87,9 +87,9 @@ def test_a_negation_pair_is_never_merged_but_flagged_as_a_contradiction() -> Non
     assert "never-x is negated" in actions[0].reason
 
 
-def test_an_already_linked_contradiction_is_not_flagged_again() -> None:
-    yes = rec(R, "use-x", "use the system python for builds", vec(2))
-    no = rec(R, "never-x", "never use the system python for builds", vec(2, 0.3))
+def test_an_already_linked_contradiction_is_not_flagged_again_nor_archived_as_stale() -> None:
+    yes = rec(R, "use-x", "use the system python for builds", vec(2), age_days=200)
+    no = rec(R, "never-x", "never use the system python for builds", vec(2, 0.3), age_days=200)
     assert plan([yes, no], NOW, flagged=[(no.id, yes.id)]) == []
 
 

@@ -20,7 +20,7 @@ The actions, in the order a plan lists them:
 * ``flag-contradiction`` — a pair in one scope that is close in meaning and words but of opposite
   polarity (``core/similarity.is_contradiction``), not already linked ``contradicts``.
 * ``archive-stale`` — a candidate seen once (one sighting, ``seen_count`` 1), never marked helped,
-  and unchanged for more than ``stale_days``.
+  and unchanged for more than ``stale_days``; not one linked ``contradicts`` (a person decides those).
 
 A lesson takes part in at most one action of a plan: every action records the versions it read,
 and an earlier action writing a lesson would make a later one that read it fail its guard.
@@ -394,7 +394,9 @@ def plan(
     promotions = _promotions(chosen, live, used)
     done = {frozenset(p) for p in flagged}
     flags = _contradiction_flags(contradictions, {r.id: r for r in chosen}, done, used)
-    stale = _stale(chosen, now, params.stale_days, used)
+    # A lesson in a flagged contradiction waits for a person's verdict; it is not archived as stale.
+    awaiting = used | {i for pair in done for i in pair}
+    stale = _stale(chosen, now, params.stale_days, awaiting)
     return [*merges, *promotions, *flags, *stale]
 
 

@@ -2,7 +2,7 @@
 
 The operations live in small services, each with its dependencies given when it is made
 (``Services``): lessons, lifecycle, tombstones, review, graph, browse, scopes, context, search,
-embeddings, export, transfer (import), purge, ledger, status, webhooks, conversations, and the
+embeddings, export, transfer (import), purge, ledger, status, webhooks, conversations, sync, and the
 accounts split into auth, orgs, tokens and limits. ``Cairn`` composes them and names each operation
 once (``cairn.write(...)``, ``cairn.search(...)``): a facade method *is* its service's method, with
 the same signature and docstring. Each operation opens its own transaction (``service/tx.py``).
@@ -34,6 +34,7 @@ from cairn.service.review import Review
 from cairn.service.scopes import Scopes
 from cairn.service.search import Search
 from cairn.service.status import Status
+from cairn.service.sync import SyncService
 from cairn.service.tenant_limits import TenantLimits
 from cairn.service.tokens import Tokens
 from cairn.service.tombstones import Tombstones
@@ -79,6 +80,7 @@ class Services:
     webhooks: Webhooks
     conversations: Conversations
     consolidation: Consolidation
+    sync: SyncService
 
     @classmethod
     def compose(
@@ -113,6 +115,7 @@ class Services:
             webhooks=Webhooks(store, settings, orgs, lessons),
             conversations=Conversations(facade),
             consolidation=Consolidation(store, settings, lessons, embeddings, ranks),
+            sync=SyncService(store),
         )
 
 
@@ -245,3 +248,9 @@ class Cairn:
     consolidate_scheduled = _Op("consolidation", Consolidation.consolidate_scheduled)
     consolidate_runs = _Op("consolidation", Consolidation.consolidate_runs)
     consolidate_show = _Op("consolidation", Consolidation.consolidate_show)
+    # -- sync between stores (docs/sync.md) ----------------------------------------------------
+    sync_store_id = _Op("sync", SyncService.store_id)
+    sync_feed = _Op("sync", SyncService.feed)
+    sync_apply = _Op("sync", SyncService.apply)
+    sync_peer_state = _Op("sync", SyncService.peer_state)
+    sync_record_pushed = _Op("sync", SyncService.record_pushed)

@@ -130,5 +130,12 @@ def _export_lesson(r: dict[str, Any], versions: list[dict[str, Any]], by_id: dic
         "created_at": _t(r["created_at"]),
         "created_by": r["created_by"],
         "claimed": json.loads(r["claimed"]) if r.get("claimed") else None,
-        "versions": [shown(v, VERSION_FIELDS, archived=bool(v["archived"])) for v in versions],
+        "versions": [_export_version(v) for v in versions],
     }
+
+
+def _export_version(v: dict[str, Any]) -> dict[str, Any]:
+    """A version with its global identity (migration 0012), so a restore holds the same versions."""
+    out = shown(v, VERSION_FIELDS, archived=bool(v["archived"]))
+    out.update(uid=v["uid"], parents=json.loads(v["parents"]) if v["parents"] else [], human=bool(v["human"]))
+    return out

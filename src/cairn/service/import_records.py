@@ -188,6 +188,8 @@ def _parse_record(principal: Principal, obj: dict[str, Any], restore: bool) -> t
                     "recorded_at": _pt(v["recorded_at"], "recorded_at"),
                     "actor": _str(v, "actor"),
                     "session": _str(v, "session", required=False, limit=MAX_SESSION_CHARS),
+                    # A version's global identity, when the export had one (migration 0012).
+                    **_identity(v),
                 }
             )
         assert inp is not None
@@ -267,6 +269,17 @@ def _bool(obj: dict[str, Any], field: str) -> bool:
     if not isinstance(value, bool):
         raise CairnError("INVALID_INPUT", f"{field} must be true or false, got {value!r}")
     return value
+
+
+def _identity(v: dict[str, Any]) -> dict[str, Any]:
+    """``uid``, ``parents`` and ``human`` of an exported version (None where an older export lacks them)."""
+    uid, parents = v.get("uid"), v.get("parents")
+    if uid is None:
+        return {"uid": None, "parents": None, "human": None}
+    ok = isinstance(uid, str) and len(uid) == 32 and all(c in "0123456789abcdef" for c in uid)
+    if not ok or not isinstance(parents, list) or not all(isinstance(p, str) and len(p) == 32 for p in parents):
+        raise CairnError("INVALID_INPUT", "a version's uid is 32 hex characters and its parents a list of uids")
+    return {"uid": uid, "parents": parents, "human": _bool(v, "human")}
 
 
 def _is_hash(v: Any) -> bool:

@@ -7,6 +7,7 @@ so no path can write a lesson without its version and audit rows, or leave an in
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.engine import Connection
 
+from cairn.core import history
 from cairn.core.lesson import STATE_FIELDS, VERSION_FIELDS, VERSION_STATE
 from cairn.core.principal import Principal
 from cairn.service import audit, indexing, state_proof
@@ -29,6 +31,23 @@ _INSERT_TAGS = insert(lesson_tags)
 _DELETE_TAGS = delete(lesson_tags).where(
     lesson_tags.c.tenant_id == bindparam("b_tenant"), lesson_tags.c.lesson_id == bindparam("b_id")
 )
+
+
+# A write by one of these ends a sync conflict's stay in the review queue (a person decided).
+RESOLVING = frozenset({"verify", "forget"})
+
+
+def new_uid() -> str:
+    """A version's global identity (migration 0012): random, so no two stores ever mint the same."""
+    return uuid.uuid4().hex
+
+
+def tips_of(row: dict[str, Any] | None) -> list[str]:
+    """The uids a lesson's next version is written on top of: every tip, so a local write after a
+    sync conflict merges the diverged histories into one (``core/sync.py``)."""
+    if row is None or not row.get("tips"):
+        return []
+    return list(json.loads(row["tips"]))
 
 
 @dataclass
@@ -66,8 +85,14 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
     rows: list[dict[str, Any]] = []
     creates: list[tuple[int, dict[str, Any]]] = []
     updates: list[dict[str, Any]] = []
+    uids: list[str] = []
     for n, ch in enumerate(changes):
         values = {k: ch.state[k] for k in STATE_FIELDS}
+        uid = new_uid()
+        uids.append(uid)
+        values["tips"] = json.dumps([uid])
+        resolved = principal.human or ch.action in RESOLVING
+        values["conflicted_at"] = None if ch.before is None or resolved else ch.before.get("conflicted_at")
         if ch.before is None:
             values.update(
                 tenant_id=principal.tenant_id,
@@ -103,9 +128,12 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
             "recorded_at": now,
             "actor": who,
             "session": principal.session,
+            "uid": uid,
+            "parents": json.dumps(tips_of(ch.before)),
+            "human": principal.human,
             **{k: row[k] for k in VERSION_STATE},
         }
-        for ch, row in zip(changes, rows, strict=True)
+        for ch, row, uid in zip(changes, rows, uids, strict=True)
     ]
     conn.execute(_INSERT_VERSION, version_rows)
     tag_deletes = [
@@ -150,6 +178,16 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
     return rows
 
 
+def _identities(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each version's uid, parents and author kind: as exported, or a fresh chain for an older file."""
+    if all(v.get("uid") for v in versions):
+        return [{"uid": v["uid"], "parents": v["parents"], "human": v.get("human")} for v in versions]
+    out: list[dict[str, Any]] = []
+    for _ in versions:
+        out.append({"uid": new_uid(), "parents": [out[-1]["uid"]] if out else [], "human": None})
+    return out
+
+
 def replay(
     conn: Connection,
     principal: Principal,
@@ -181,7 +219,10 @@ def replay_many(
     """
     tenant = principal.tenant_id
     rows: list[dict[str, Any]] = []
-    for lesson, versions in items:
+    # A restored history keeps the identities it was exported with; an older export's is a chain,
+    # each version written on top of the one before it.
+    chains = [_identities(versions) for _, versions in items]
+    for (lesson, versions), chain in zip(items, chains, strict=True):
         last = versions[-1]
         values = {k: last.get(k) for k in STATE_FIELDS}
         values.update(
@@ -199,6 +240,8 @@ def replay_many(
             created_by=lesson["created_by"],
             updated_at=last["recorded_at"],
             updated_by=last["actor"],
+            tips=json.dumps(history.tips(chain)),
+            conflicted_at=None,
         )
         rows.append(values)
     if len(rows) == 1:
@@ -215,9 +258,12 @@ def replay_many(
                 "scope": row["scope"],
                 "key": row["key"],
                 **{k: v[k] for k in VERSION_FIELDS},
+                "uid": ident["uid"],
+                "parents": json.dumps(ident["parents"]),
+                "human": ident["human"],
             }
-            for row, (_, versions) in zip(rows, items, strict=True)
-            for v in versions
+            for row, (_, versions), chain in zip(rows, items, chains, strict=True)
+            for v, ident in zip(versions, chain, strict=True)
         ],
     )
     tag_rows = [

@@ -48,7 +48,10 @@ class Review:
 
         def tx(conn: Connection) -> dict[str, Any]:
             now = utcnow()
-            waiting = or_(and_(active_clause(now), lessons.c.trust == "candidate"), predicates.held(now))
+            # A lesson whose histories diverged on two synced stores waits here too, whatever its
+            # trust, marked ``conflict`` (docs/sync.md).
+            reviewable = or_(lessons.c.trust == "candidate", lessons.c.conflicted_at.is_not(None))
+            waiting = or_(and_(active_clause(now), reviewable), predicates.held(now))
             q = select(lessons).where(lessons.c.tenant_id == principal.tenant_id, waiting)
             if scope:
                 q = q.where(lessons.c.scope == scope)
@@ -60,6 +63,8 @@ class Review:
                 entry = public(r, now)
                 if r["trust"] == HELD:
                     entry["held"] = held.get(r["id"], {"code": paraphrase.HELD_CODE})
+                if r["conflicted_at"] is not None:
+                    entry["conflict"] = True
                 out.append(entry)
             return {"candidates": out, "next_cursor": after}
 
@@ -88,3 +93,4 @@ class Review:
     def reject(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
         """Reject is forget: the review decision is a tombstone, not a flag."""
         return self.tombstones.forget(principal, scope, key, reason)
+

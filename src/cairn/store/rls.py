@@ -77,6 +77,9 @@ DATA_TABLES = (
     "conversation_lessons",
     "consolidation_runs",
     "consolidation_actions",
+    "sync_stores",
+    "sync_peers",
+    "sync_events",
 )
 FULL = ("SELECT", "INSERT", "UPDATE", "DELETE")
 GRANTS: dict[str, tuple[str, ...]] = {t: FULL for t in DATA_TABLES}

@@ -155,6 +155,10 @@ lessons = Table(
     Column("updated_by", Text, nullable=False),
     # JSON: what a non-restore import claimed (origin, author, trust, counters, times); shown as claims.
     Column("claimed", Text),
+    # Sync (migration 0012): the uids of the versions no other version names as a parent (JSON list;
+    # more than one: histories diverged), and since when a diverged lesson awaits review.
+    Column("tips", Text),
+    Column("conflicted_at", UTCDateTime),
     UniqueConstraint("tenant_id", "scope", "key", name="uq_lessons_address"),
     Index("ix_lessons_tenant_hash", "tenant_id", "content_hash"),
     Index("ix_lessons_tenant_key", "tenant_id", "key"),
@@ -164,6 +168,7 @@ lessons = Table(
     Index("ix_lessons_tenant_archived", "tenant_id", "archived_at"),
     # Every column the scope map groups and counts by, so it never reads a row (migration 0010).
     Index("ix_lessons_tenant_scope_state", "tenant_id", "scope", "trust", "archived_at", "superseded_by", "expires_at"),
+    Index("ix_lessons_tenant_conflicted", "tenant_id", "conflicted_at"),
 )
 
 lesson_versions = Table(
@@ -193,8 +198,14 @@ lesson_versions = Table(
     Column("recorded_at", UTCDateTime, nullable=False),
     Column("actor", Text, nullable=False),
     Column("session", Text),
+    # Sync (migration 0012): the version's global identity, the uids it was written on top of (JSON
+    # list) and whether a person wrote it. Set by the one mutation path; nullable only in the DDL.
+    Column("uid", String(32)),
+    Column("parents", Text),
+    Column("human", Boolean),
     UniqueConstraint("lesson_id", "version", name="uq_versions_lesson_version"),
     Index("ix_versions_tenant_lesson", "tenant_id", "lesson_id"),
+    Index("ix_versions_tenant_uid", "tenant_id", "uid", unique=True),
 )
 
 lesson_tags = Table(
@@ -457,7 +468,7 @@ conversation_lessons = Table(
     Index("ix_conversation_lessons_turn", "tenant_id", "conversation_id", "turn"),
 )
 
-# The consolidation ledger (migration 0011 says why it looks like this).
+# The consolidation ledger (migration 0012 says why it looks like this).
 consolidation_runs = Table(
     "consolidation_runs",
     metadata,
@@ -494,4 +505,40 @@ consolidation_actions = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     UniqueConstraint("run_id", "position", name="uq_consolidation_actions_position"),
     Index("ix_consolidation_actions_run", "tenant_id", "run_id", "position"),
+)
+
+# Sync between stores (migration 0012 says why each looks like this; docs/sync.md the model).
+sync_stores = Table(
+    "sync_stores",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
+    Column("store_id", String(32), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+sync_peers = Table(
+    "sync_peers",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
+    Column("peer_store_id", String(32), primary_key=True),
+    Column("pulled_cursor", Integer, nullable=False, server_default="0"),  # their events applied here, up to
+    Column("pushed_cursor", Integer, nullable=False, server_default="0"),  # our events they accepted, up to
+    Column("peer_head_seq", Integer),
+    Column("peer_head_hash", String(64)),
+    Column("last_pulled_at", UTCDateTime),
+    Column("last_pushed_at", UTCDateTime),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+sync_events = Table(
+    "sync_events",
+    metadata,
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), primary_key=True),
+    Column("uid", String(80), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("origin_store", String(32), nullable=False),
+    Column("peer_store", String(32), nullable=False),
+    Column("outcome", String(16), nullable=False),  # applied | conflict | skipped | refused
+    Column("seq", Integer),  # the local audit row the event produced, if any
+    Column("applied_at", UTCDateTime, nullable=False),
 )

@@ -1,0 +1,401 @@
+"""Sync between two real stores (two SQLite files; SQLite and Postgres): the feed, the idempotent
+apply, merged histories and the conflict rule, forgetting wins, trust, tenancy and scopes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cairn.core import sync as models
+from cairn.core.principal import ADMIN, READ, WRITE, Principal
+from cairn.errors import CairnError
+from cairn.runtime.local import local_principal
+from cairn.service import sync as sync_service
+from cairn.service.api import Cairn
+from cairn.store.engine import Store
+from tests.conftest import human, new_store_url
+from tests.contract import rows
+
+S = "repo::acme/widget"
+OTHER = "repo::acme/other"
+
+
+class Side:
+    """One store in a test: its service and the principal acting in it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.svc = Cairn(store)
+        self.me = local_principal()
+        self.svc.ensure_tenant(self.me)
+
+    @property
+    def id(self) -> str:
+        return self.svc.sync_store_id(self.me)
+
+    def pull_from(self, other: Side, *, by: Principal | None = None, limit: int = 500) -> models.ApplyResult:
+        """Everything ``other`` has after what this side already received from it, in pages."""
+        total = None
+        while True:
+            since = self.svc.sync_peer_state(self.me, other.id).pulled_cursor
+            batch = other.svc.sync_feed(other.me, since=since, limit=limit, exclude_origin=self.id)
+            result = self.svc.sync_apply(by or self.me, batch)
+            total = (
+                result
+                if total is None
+                else total.model_copy(
+                    update={
+                        "applied": total.applied + result.applied,
+                        "skipped": total.skipped + result.skipped,
+                        "conflicts": total.conflicts + result.conflicts,
+                        "refused": total.refused + result.refused,
+                        "head": result.head,
+                    }
+                )
+            )
+            if not batch.more:
+                return total
+
+    def versions(self) -> dict[tuple[str, str], set[str]]:
+        got: dict[tuple[str, str], set[str]] = {}
+        for r in rows(self.store, "SELECT scope, key, uid FROM lesson_versions"):
+            got.setdefault((r["scope"], r["key"]), set()).add(r["uid"])
+        return got
+
+    def value(self, scope: str, key: str) -> str:
+        return self.svc.read(self.me, scope, key)["lesson"]["value"]
+
+    def active(self, value: str) -> bool:
+        found = rows(self.store, "SELECT value, trust, archived_at FROM lessons")
+        return any(r["value"] == value and r["trust"] != "rejected" for r in found)
+
+
+@pytest.fixture(params=["sqlite-sqlite", "sqlite-postgres"])
+def pair(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A laptop (SQLite) and a server (SQLite or Postgres), both empty and migrated."""
+    second = request.param.split("-")[1]
+    stores = [
+        Store(new_store_url(request, "sqlite", tmp_path / "laptop")),
+        Store(new_store_url(request, second, tmp_path / "server")),
+    ]
+    for s in stores:
+        s.ensure_schema()
+    yield Side(stores[0]), Side(stores[1])
+    for s in stores:
+        s.dispose()
+
+
+def test_the_models_agree_with_the_service() -> None:
+    assert sync_service.DEFAULT_BATCH == models.DEFAULT_BATCH
+
+
+def test_a_store_id_is_made_once_and_kept(pair) -> None:
+    laptop, server = pair
+    assert laptop.id == laptop.id
+    assert laptop.id != server.id
+    assert len(laptop.id) == 32
+
+
+def test_both_sides_end_with_the_same_versions(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "uv", "Install with uv.")
+    laptop.svc.write(laptop.me, S, "uv", "Install with uv, not pip.")
+    laptop.svc.feedback(laptop.me, S, "uv", "helped")
+    server.svc.write(server.me, "global", "tabs", "Indent with spaces.", tags=["style"])
+    server.svc.archive(server.me, "global", "tabs")
+    server.pull_from(laptop)
+    laptop.pull_from(server)
+    assert laptop.versions() == server.versions()
+    assert server.value(S, "uv") == "Install with uv, not pip."
+    assert server.svc.read(server.me, S, "uv")["lesson"]["helped_count"] == 1
+    with pytest.raises(CairnError) as err:  # archived travels: hidden from reads on the laptop too
+        laptop.svc.read(laptop.me, "global", "tabs")
+    assert "archived" in err.value.message
+    # Each store's own chain, and its state, still verify after applying the other's events.
+    assert laptop.svc.audit_verify(laptop.me)["ok"]
+    assert server.svc.audit_verify(server.me)["ok"]
+
+
+def test_a_replayed_batch_changes_nothing(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "a", "First lesson.")
+    laptop.svc.write(laptop.me, S, "b", "Second lesson.")
+    batch = laptop.svc.sync_feed(laptop.me, since=0)
+    first = server.svc.sync_apply(server.me, batch)
+    assert first.applied == 2
+    tables = {t: rows(server.store, f"SELECT * FROM {t} ORDER BY 1, 2") for t in ("lessons", "lesson_versions")}
+    head = first.head
+    again = server.svc.sync_apply(server.me, batch)
+    assert (again.applied, again.skipped, again.refused) == (0, 2, [])
+    assert again.head == head  # not even an audit row
+    assert {t: rows(server.store, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables} == tables
+
+
+def test_a_cut_sync_resumes_where_it_stopped(pair) -> None:
+    laptop, server = pair
+    for n in range(7):
+        laptop.svc.write(laptop.me, S, f"k{n}", f"Lesson number {n}.")
+    page = laptop.svc.sync_feed(laptop.me, since=0, limit=3)
+    assert page.more and len(page.events) == 3
+    server.svc.sync_apply(server.me, page)
+    assert server.svc.sync_peer_state(server.me, laptop.id).pulled_cursor == page.cursor
+    result = server.pull_from(laptop, limit=3)  # continues from the recorded cursor
+    assert result.applied == 4 and result.skipped == 0
+    assert len(rows(server.store, "SELECT id FROM lessons")) == 7
+
+
+def test_echo_is_not_fed_back_and_own_events_are_skipped(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "a", "From the laptop.")
+    server.pull_from(laptop)
+    back = server.svc.sync_feed(server.me, since=0, exclude_origin=laptop.id)
+    assert back.events == []
+    everything = server.svc.sync_feed(server.me, since=0)
+    assert [e.origin_store for e in everything.events] == [laptop.id]
+    result = laptop.svc.sync_apply(laptop.me, everything)
+    assert (result.applied, result.skipped) == (0, 1)
+
+
+def test_the_same_address_changed_on_both_sides_is_a_reviewed_conflict(pair, clock) -> None:
+    laptop, server = pair
+    clock("2025-01-01T00:00:00Z")
+    laptop.svc.write(laptop.me, S, "build", "Build with make.")
+    server.pull_from(laptop)
+    clock("2025-01-02T00:00:00Z")
+    laptop.svc.write(laptop.me, S, "build", "Build with just.")
+    clock("2025-01-03T00:00:00Z")
+    server.svc.write(server.me, S, "build", "Build with bazel.")
+    assert server.pull_from(laptop).conflicts == 1
+    assert laptop.pull_from(server).conflicts == 1
+    # Both versions kept on both sides; the same current value (the later record time).
+    assert laptop.versions() == server.versions()
+    assert len(laptop.versions()[(S, "build")]) == 3
+    assert laptop.value(S, "build") == server.value(S, "build") == "Build with bazel."
+    for side in (laptop, server):
+        queue = side.svc.review_queue(side.me)["candidates"]
+        assert [(c["key"], c.get("conflict")) for c in queue] == [("build", True)]
+        assert side.svc.audit_verify(side.me)["ok"]
+
+
+def test_a_persons_write_wins_a_conflict_over_a_later_agents(pair, clock) -> None:
+    laptop, server = pair
+    clock("2025-01-01T00:00:00Z")
+    laptop.svc.write(laptop.me, S, "db", "Use SQLite.")
+    server.pull_from(laptop)
+    clock("2025-01-02T00:00:00Z")
+    laptop.svc.write(human(laptop.me), S, "db", "Use Postgres.")
+    clock("2025-01-05T00:00:00Z")
+    server.svc.write(server.me, S, "db", "Use MySQL.")
+    server.pull_from(laptop)
+    laptop.pull_from(server)
+    assert laptop.value(S, "db") == server.value(S, "db") == "Use Postgres."
+
+
+def test_a_resolution_by_a_person_leaves_the_review_queue_on_both_sides(pair, clock) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "x", "One.")
+    server.pull_from(laptop)
+    laptop.svc.write(laptop.me, S, "x", "Two.")
+    server.svc.write(server.me, S, "x", "Three.")
+    server.pull_from(laptop)
+    laptop.pull_from(server)
+    laptop.svc.write(human(laptop.me), S, "x", "Three, decided.")
+    server.pull_from(laptop)
+    for side in (laptop, server):
+        assert side.value(S, "x") == "Three, decided."
+        assert side.svc.review_queue(side.me)["candidates"] == []
+    assert laptop.versions() == server.versions()
+
+
+# -- forgetting wins ------------------------------------------------------------------------------
+
+
+def test_a_tombstone_travels_and_forgets_the_content_under_any_key(pair) -> None:
+    laptop, server = pair
+    server.svc.write(server.me, S, "token", "The deploy token is hunter2.")
+    laptop.pull_from(server)
+    # Offline, the laptop copies the same content under a new key; the server forgets it meanwhile.
+    laptop.svc.write(laptop.me, OTHER, "copy", "The deploy token is hunter2.")
+    server.svc.forget(server.me, S, "token", "a secret")
+    laptop.pull_from(server)
+    assert not laptop.active("The deploy token is hunter2.")
+    with pytest.raises(CairnError) as err:
+        laptop.svc.write(laptop.me, "global", "again", "The deploy token is hunter2.")
+    assert err.value.code == "TOMBSTONED"
+
+
+def test_a_forgotten_content_pushed_under_a_new_key_stays_inactive(pair) -> None:
+    laptop, server = pair
+    server.svc.write(server.me, S, "token", "The deploy token is hunter2.")
+    laptop.pull_from(server)
+    server.svc.forget(server.me, S, "token", "a secret")
+    # The stale laptop writes the content again (a recurrence, and a copy under a new key), then pushes first.
+    laptop.svc.write(laptop.me, S, "token", "The deploy token is hunter2.")
+    laptop.svc.write(laptop.me, OTHER, "copy", "The deploy token is hunter2.")
+    result = server.pull_from(laptop)
+    assert {r.code for r in result.refused} == {"TOMBSTONED"}
+    assert result.applied == 0
+    assert not server.active("The deploy token is hunter2.")
+    actions = [e["action"] for e in server.svc.audit(server.me)["entries"]]
+    assert "sync-refused" in actions
+    # And once the laptop pulls, it holds the content nowhere as active either.
+    laptop.pull_from(server)
+    assert not laptop.active("The deploy token is hunter2.")
+    assert server.svc.audit_verify(server.me)["ok"] and laptop.svc.audit_verify(laptop.me)["ok"]
+
+
+def test_forgotten_text_never_leaves_a_store(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "leak", "password=swordfish")
+    laptop.svc.forget(laptop.me, S, "leak", "a secret")
+    batch = laptop.svc.sync_feed(laptop.me, since=0)
+    assert [e.kind for e in batch.events] == ["tombstone"]
+    assert "swordfish" not in batch.model_dump_json()
+    server.svc.sync_apply(server.me, batch)
+    with pytest.raises(CairnError) as err:
+        server.svc.write(server.me, "global", "leak2", "password=swordfish")
+    assert err.value.code == "TOMBSTONED"
+
+
+def test_a_purge_erases_the_content_and_says_so(pair) -> None:
+    laptop, server = pair
+    server.svc.write(server.me, S, "old", "Rotate keys monthly.")
+    laptop.pull_from(server)
+    server.svc.forget(server.me, S, "old", "wrong")
+    server.svc.erase_forgotten(server.me, S, "old")
+    laptop.pull_from(server)
+    assert rows(laptop.store, "SELECT id FROM lessons WHERE value = 'Rotate keys monthly.'") == []
+    assert rows(laptop.store, "SELECT id FROM lesson_versions WHERE value = 'Rotate keys monthly.'") == []
+    purges = [e for e in laptop.svc.audit(laptop.me)["entries"] if e["action"] == "purge"]
+    assert purges and purges[-1]["detail"]["sweep"] == "sync"
+    assert purges[-1]["detail"]["sync"]["peer"] == server.id
+    assert laptop.svc.audit_verify(laptop.me)["ok"]
+
+
+def test_only_an_unforget_lifts_a_tombstone_and_it_travels(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "t", "Tabs are fine here.")
+    tomb = laptop.svc.forget(laptop.me, S, "t", "looked wrong")["tombstone_id"]
+    server.pull_from(laptop)
+    laptop.svc.unforget(human(laptop.me), tomb, "it was right")
+    server.pull_from(laptop)
+    assert server.svc.tombstones(server.me)["tombstones"] == []
+    server.svc.write(server.me, "global", "t2", "Tabs are fine here.")  # no longer refused
+    assert server.svc.audit_verify(server.me)["ok"]
+
+
+def test_an_unforget_needs_the_right_to_unforget_where_it_lands(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "t", "Tabs are fine here.")
+    tomb = laptop.svc.forget(laptop.me, S, "t", "looked wrong")["tombstone_id"]
+    server.pull_from(laptop)
+    laptop.svc.unforget(laptop.me, tomb, "it was right")
+    writer = replace(server.me, permissions=frozenset({READ, WRITE}))
+    result = server.pull_from(laptop, by=writer)
+    assert [r.code for r in result.refused] == ["FORBIDDEN"]
+    assert len(server.svc.tombstones(server.me)["tombstones"]) == 1
+
+
+# -- trust ----------------------------------------------------------------------------------------
+
+
+def test_verified_does_not_travel_upward_by_itself(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(human(laptop.me), S, "v", "Checked by a person.")
+    writer = replace(server.me, permissions=frozenset({READ, WRITE}))  # a member's token, not an admin's
+    server.pull_from(laptop, by=writer)
+    lesson = server.svc.read(server.me, S, "v")["lesson"]
+    assert lesson["trust"] == "candidate"
+    assert lesson["claimed"]["trust"] == "verified"
+
+
+def test_an_admin_may_carry_verified(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(human(laptop.me), S, "v", "Checked by a person.")
+    server.pull_from(laptop)  # the server's own admin applies
+    assert server.svc.read(server.me, S, "v")["lesson"]["trust"] == "verified"
+
+
+# -- tenancy and scopes ----------------------------------------------------------------------------
+
+
+def test_a_read_only_principal_may_pull_but_never_apply(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "a", "A lesson.")
+    reader = replace(server.me, permissions=frozenset({READ}))
+    batch = laptop.svc.sync_feed(replace(laptop.me, permissions=frozenset({READ})), since=0)
+    assert len(batch.events) == 1
+    with pytest.raises(CairnError) as err:
+        server.svc.sync_apply(reader, batch)
+    assert err.value.code == "FORBIDDEN"
+    assert rows(server.store, "SELECT id FROM lessons") == []
+    assert server.svc.sync_peer_state(server.me, laptop.id).pulled_cursor == 0
+
+
+def test_another_tenant_sees_and_changes_nothing(pair) -> None:
+    laptop, server = pair
+    server.svc.write(server.me, S, "mine", "The local tenant's lesson.")
+    stranger = Principal("acme", "eve", permissions=frozenset({READ, WRITE, ADMIN}))
+    server.svc.ensure_tenant(stranger)
+    assert server.svc.sync_feed(stranger, since=0).events == []
+    laptop.svc.write(laptop.me, S, "mine", "Pushed into acme.")
+    server.svc.sync_apply(stranger, laptop.svc.sync_feed(laptop.me, since=0))
+    assert server.value(S, "mine") == "The local tenant's lesson."
+    assert server.svc.sync_peer_state(server.me, laptop.id).pulled_cursor == 0
+    assert server.svc.sync_store_id(stranger) != server.id
+
+
+def test_a_scope_limited_feed_holds_only_its_scopes_and_its_apply_refuses_others(pair) -> None:
+    laptop, server = pair
+    server.svc.write(server.me, S, "in", "Inside the scope.")
+    server.svc.write(server.me, OTHER, "out", "Outside the scope.")
+    server.svc.link(server.me, S, "in", OTHER, "out", "related")
+    limited = replace(server.me, scope_patterns=(S,))
+    batch = server.svc.sync_feed(limited, since=0)
+    assert {e.body.get("scope") for e in batch.events} == {S}
+    assert [e.kind for e in batch.events] == ["version"]
+    assert "Outside" not in batch.model_dump_json()
+    laptop.svc.write(laptop.me, S, "in2", "Pushed inside.")
+    laptop.svc.write(laptop.me, OTHER, "out2", "Pushed outside.")
+    result = server.svc.sync_apply(limited, laptop.svc.sync_feed(laptop.me, since=0))
+    assert result.applied == 1
+    assert [(r.code, r.scope) for r in result.refused] == [("FORBIDDEN", OTHER)]
+    assert not server.active("Pushed outside.")
+
+
+def test_bad_input_is_refused_with_a_code(pair) -> None:
+    laptop, server = pair
+    with pytest.raises(CairnError) as err:
+        server.svc.sync_feed(server.me, since=-1)
+    assert err.value.code == "INVALID_INPUT"
+    with pytest.raises(CairnError):
+        server.svc.sync_peer_state(server.me, "not-a-store")
+    own = server.svc.sync_feed(server.me, since=0)
+    with pytest.raises(CairnError) as err:
+        server.svc.sync_apply(server.me, own)
+    assert err.value.code == "INVALID_INPUT"
+    laptop.svc.write(laptop.me, S, "a", "A lesson.")
+    batch = laptop.svc.sync_feed(laptop.me, since=0)
+    forged = batch.model_copy(deep=True)
+    forged.events[0].body["value"] = "Something else entirely."
+    result = server.svc.sync_apply(server.me, forged)
+    assert [r.code for r in result.refused] == ["INVALID_INPUT"]
+    assert rows(server.store, "SELECT id FROM lessons") == []
+
+
+def test_record_pushed_and_peer_state(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "a", "A lesson.")
+    batch = laptop.svc.sync_feed(laptop.me, since=0, exclude_origin=server.id)
+    result = server.svc.sync_apply(server.me, batch)
+    laptop.svc.sync_record_pushed(laptop.me, server.id, batch.cursor, result.head)
+    state = laptop.svc.sync_peer_state(laptop.me, server.id)
+    assert state.pushed_cursor == batch.cursor and state.peer_head == result.head
+    assert state.last_pushed_at is not None
+    theirs = server.svc.sync_peer_state(server.me, laptop.id)
+    assert theirs.pulled_cursor == batch.cursor and theirs.peer_head == batch.head
+    # The peer's head is in this store's own chain too.
+    exchange = [e for e in server.svc.audit(server.me)["entries"] if e["action"] == "sync-exchange"]
+    assert exchange[-1]["detail"]["peer_head"]["hash"] == batch.head.hash

@@ -1,7 +1,7 @@
 """A lesson's version history as a graph, and the rules sync merges two of them by. Pure, stdlib only.
 
 Every version has a global ``uid`` and names the versions it was written on top of (``parents``;
-migration 0012). Two stores that hold the same versions of a lesson hold the same graph, whatever
+migration 0013). Two stores that hold the same versions of a lesson hold the same graph, whatever
 order the versions arrived in, so every rule here is a function of the set alone: the *tips* (the
 versions no other version names as a parent), and among them the one the *conflict rule* makes
 current. One tip is the normal case; two or more mean the lesson was changed on two stores since

@@ -135,7 +135,7 @@ def _export_lesson(r: dict[str, Any], versions: list[dict[str, Any]], by_id: dic
 
 
 def _export_version(v: dict[str, Any]) -> dict[str, Any]:
-    """A version with its global identity (migration 0012), so a restore holds the same versions."""
+    """A version with its global identity (migration 0013), so a restore holds the same versions."""
     out = shown(v, VERSION_FIELDS, archived=bool(v["archived"]))
     out.update(uid=v["uid"], parents=json.loads(v["parents"]) if v["parents"] else [], human=bool(v["human"]))
     return out

@@ -188,7 +188,7 @@ def _parse_record(principal: Principal, obj: dict[str, Any], restore: bool) -> t
                     "recorded_at": _pt(v["recorded_at"], "recorded_at"),
                     "actor": _str(v, "actor"),
                     "session": _str(v, "session", required=False, limit=MAX_SESSION_CHARS),
-                    # A version's global identity, when the export had one (migration 0012).
+                    # A version's global identity, when the export had one (migration 0013).
                     **_identity(v),
                 }
             )

@@ -38,7 +38,7 @@ RESOLVING = frozenset({"verify", "forget"})
 
 
 def new_uid() -> str:
-    """A version's global identity (migration 0012): random, so no two stores ever mint the same."""
+    """A version's global identity (migration 0013): random, so no two stores ever mint the same."""
     return uuid.uuid4().hex
 
 

@@ -155,7 +155,7 @@ lessons = Table(
     Column("updated_by", Text, nullable=False),
     # JSON: what a non-restore import claimed (origin, author, trust, counters, times); shown as claims.
     Column("claimed", Text),
-    # Sync (migration 0012): the uids of the versions no other version names as a parent (JSON list;
+    # Sync (migration 0013): the uids of the versions no other version names as a parent (JSON list;
     # more than one: histories diverged), and since when a diverged lesson awaits review.
     Column("tips", Text),
     Column("conflicted_at", UTCDateTime),
@@ -198,7 +198,7 @@ lesson_versions = Table(
     Column("recorded_at", UTCDateTime, nullable=False),
     Column("actor", Text, nullable=False),
     Column("session", Text),
-    # Sync (migration 0012): the version's global identity, the uids it was written on top of (JSON
+    # Sync (migration 0013): the version's global identity, the uids it was written on top of (JSON
     # list) and whether a person wrote it. Set by the one mutation path; nullable only in the DDL.
     Column("uid", String(32)),
     Column("parents", Text),
@@ -468,7 +468,7 @@ conversation_lessons = Table(
     Index("ix_conversation_lessons_turn", "tenant_id", "conversation_id", "turn"),
 )
 
-# The consolidation ledger (migration 0012 says why it looks like this).
+# The consolidation ledger (migration 0011 says why it looks like this).
 consolidation_runs = Table(
     "consolidation_runs",
     metadata,
@@ -507,7 +507,7 @@ consolidation_actions = Table(
     Index("ix_consolidation_actions_run", "tenant_id", "run_id", "position"),
 )
 
-# Sync between stores (migration 0012 says why each looks like this; docs/sync.md the model).
+# Sync between stores (migration 0013 says why each looks like this; docs/sync.md the model).
 sync_stores = Table(
     "sync_stores",
     metadata,

@@ -5,4 +5,4 @@ the store compares ``alembic_version`` against ``HEAD`` with one query and only 
 an upgrade is actually due. A test keeps ``HEAD`` equal to the newest revision.
 """
 
-HEAD = "0012"
+HEAD = "0013"

@@ -1,8 +1,8 @@
 """Sync between stores: a stable id per store, what each peer sent and received, a global identity
 for every version, and the tips of each lesson's version history.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-02
 
 Why (docs/sync.md has the whole model): a laptop's store and the team's server exchange what each
@@ -50,8 +50,8 @@ from alembic import op
 
 from cairn.store.types import UTCDateTime
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 

@@ -93,4 +93,3 @@ class Review:
     def reject(self, principal: Principal, scope: str, key: str, reason: str) -> dict[str, Any]:
         """Reject is forget: the review decision is a tombstone, not a flag."""
         return self.tombstones.forget(principal, scope, key, reason)
-

@@ -137,10 +137,11 @@ def svc() -> tuple[Cairn, Principal]:
         if remote is not None:
             import os
 
-            from cairn.runtime.local import TOKEN_ENV
+            from cairn.runtime.local import TOKEN_ENV, collect_again
             from cairn.runtime.remote import RemoteCairn
 
             S.svc = RemoteCairn(remote, os.environ.get(TOKEN_ENV, "").strip(), S.g.session)  # type: ignore[assignment]
+            collect_again()  # as opening a local store does: a remote `cairn mcp` may run for hours
             return S.svc, None  # type: ignore[return-value]
         from cairn.runtime.local import open_service, principal_for
 

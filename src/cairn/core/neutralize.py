@@ -105,7 +105,7 @@ def _prototype(ch: str) -> str:
     from cairn.errors import CairnError
 
     try:
-        return confusables.prototypes().get(ch, ch)
+        return confusables.prototype(ch)
     except CairnError:
         return ch
 

@@ -62,7 +62,20 @@ def open_service(home: Path, settings: Settings | None = None, cwd: Path | None 
     from cairn.service.api import Cairn
     from cairn.store.engine import Store
 
-    return Cairn(Store(url), cfg)
+    svc = Cairn(Store(url), cfg)
+    collect_again()
+    return svc
+
+
+def collect_again() -> None:
+    """Turn cyclic garbage collection back on where the entry point turned it off for the imports
+    (``cairn.cli.main.main``), with what is alive now (modules, tables, the store) frozen out of
+    every later collection: it lives as long as the process."""
+    import gc
+
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 TOKEN_ENV = "CAIRN_TOKEN"  # noqa: S105 - the variable's name

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from cairn.runtime.settings import Settings
 from cairn.service import rank_cache
@@ -29,7 +29,7 @@ from cairn.service.lessons import Lessons
 from cairn.service.lifecycle import Lifecycle
 from cairn.service.orgs import Orgs
 from cairn.service.purge import Purge
-from cairn.service.rank_index import RankIndex, RankIndexes
+from cairn.service.rank_indexes import RankIndexes
 from cairn.service.review import Review
 from cairn.service.scopes import Scopes
 from cairn.service.search import Search
@@ -41,6 +41,9 @@ from cairn.service.tombstones import Tombstones
 from cairn.service.transfer import Transfer
 from cairn.service.webhooks import Webhooks
 from cairn.store.engine import Store
+
+if TYPE_CHECKING:
+    from cairn.service.rank_index import RankIndex
 
 P = ParamSpec("P")
 R = TypeVar("R")

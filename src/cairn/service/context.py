@@ -38,7 +38,8 @@ from cairn.store.schema import lessons
 if TYPE_CHECKING:
     import numpy as np
 
-    from cairn.service.rank_index import RankIndex, RankIndexes
+    from cairn.service.rank_index import RankIndex
+    from cairn.service.rank_indexes import RankIndexes
 
 MAX_TERMS = 16  # branch and task words weighed for lexical relevance
 TERM_CACHE = 64  # terms whose full-text matches are kept between changes

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -345,15 +344,33 @@ class RankIndex:
         return order
 
     def _new_vectors(self, conn: Connection) -> list[int]:
-        """Lessons embedded since the last look (the drain writes vectors without an audit row)."""
-        since = self.embed_mark - EMBED_LOOKBACK_S
-        rows = conn.execute(
-            select(lesson_signatures.c.lesson_id, epoch_seconds(lesson_signatures.c.embedded_at)).where(
-                lesson_signatures.c.tenant_id == self.tenant_id,
-                lesson_signatures.c.model == self.model,
-                lesson_signatures.c.embedded_at > _from_epoch(since),
-            )
-        ).all()
+        """Lessons embedded since the last look (the drain writes vectors without an audit row).
+
+        The look-back window (vectors stamped up to ``EMBED_LOOKBACK_S`` before the newest one seen)
+        catches a vector committed after a newer one. After a bulk embedding the window holds tens of
+        thousands of rows, and a process that starts from the kept index would read them all only to
+        find them seen. So the part of the window up to the newest stamp seen is first compared in SQL
+        (how many rows, and the sum of their ids) with what was read there: only a difference (a late
+        commit, a re-embedded or erased lesson) reads it again; what is stamped later is always read.
+        """
+        sig = lesson_signatures.c
+        since, cut = self.embed_mark - EMBED_LOOKBACK_S, self.embed_mark
+        at = epoch_seconds(sig.embedded_at)
+        where = (sig.tenant_id == self.tenant_id, sig.model == self.model, sig.embedded_at > _from_epoch(since))
+        known = [(i, t) for i, t in self.embed_seen if since < t <= cut]
+        count, total = conn.execute(
+            select(func.count(), func.coalesce(func.sum(sig.lesson_id), 0)).where(*where, at <= cut)
+        ).one()
+        if known and (int(count), int(total)) == (len(known), sum(i for i, _ in known)):
+            # What was read is still all there is up to ``cut``: only what is stamped later is new.
+            later = [(int(i), float(t)) for i, t in conn.execute(select(sig.lesson_id, at).where(*where, at > cut))]
+            if later:
+                self.embed_mark = max(cut, max(t for _, t in later))
+            floor = self.embed_mark - EMBED_LOOKBACK_S
+            if later or len(known) != len(self.embed_seen):
+                self.embed_seen = {p for p in known if p[1] > floor} | {p for p in later if p[1] > floor}
+            return [i for i, _ in later] if self.seq >= 0 else []
+        rows = conn.execute(select(sig.lesson_id, at).where(*where)).all()
         window = {(int(i), float(t)) for i, t in rows}
         new = [i for i, t in window if (i, t) not in self.embed_seen]
         if window:
@@ -378,37 +395,3 @@ def _from_epoch(seconds: float) -> Any:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(max(seconds, 0.0), UTC)
-
-
-def max_rank_indexes() -> int:
-    """How many tenants' indexes a process keeps (``CAIRN_RANK_INDEXES``, default 64)."""
-    import os
-
-    raw = os.environ.get("CAIRN_RANK_INDEXES", "").strip()
-    return max(1, int(raw)) if raw.isdigit() else 64
-
-
-class RankIndexes:
-    """The ranking indexes of the most recently served tenants, shared by context and search.
-
-    A server answers many tenants; each index holds every active lesson's features (~100 bytes a
-    lesson plus its vector codes), so they are bounded in number (``max_rank_indexes``), least
-    recently used first out. An evicted tenant's next use reloads its index from the store and is as
-    correct as before.
-    """
-
-    def __init__(self, persist: Path | None = None) -> None:
-        self.cache: OrderedDict[str, RankIndex] = OrderedDict()
-        self.persist = persist  # where indexes are kept between processes (``rank_cache.cache_dir``)
-        self._lock = threading.Lock()
-
-    def get(self, tenant_id: str) -> RankIndex:
-        """The tenant's index (made empty on first use; ``RankIndex.refresh`` loads it)."""
-        with self._lock:
-            idx = self.cache.get(tenant_id)
-            if idx is None:
-                idx = self.cache[tenant_id] = RankIndex(tenant_id, persist=self.persist)
-            self.cache.move_to_end(tenant_id)
-            while len(self.cache) > max_rank_indexes():
-                self.cache.popitem(last=False)
-        return idx

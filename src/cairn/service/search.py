@@ -21,7 +21,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -47,7 +47,6 @@ from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.search import ranker
 from cairn.service.embeddings import Embeddings
-from cairn.service.rank_index import RankIndex, RankIndexes
 from cairn.service.records import active_clause, public
 from cairn.service.search_arms import ARM_DEPTH, DF_CAP, fts_query, vector_arm
 from cairn.service.tx import read_tx
@@ -57,6 +56,10 @@ from cairn.store.engine import Store
 from cairn.store.schema import (
     lessons,
 )
+
+if TYPE_CHECKING:
+    from cairn.service.rank_index import RankIndex
+    from cairn.service.rank_indexes import RankIndexes
 
 RECALL_DEPTH = 20  # candidates recall weighs (it prints at most RECALL_MAX)
 # Recall prints the lessons whose fitted relevance (ranker.model().relevance) reaches this floor:

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from cairn.search.embed import signature
-from cairn.service.rank_index import RankIndex
 from cairn.store import search_index as ix
 from cairn.store.schema import (
     lesson_tags,
 )
+
+if TYPE_CHECKING:
+    from cairn.service.rank_index import RankIndex
 
 ARM_DEPTH = 50  # candidates each arm contributes to fusion
 # The vector arm re-ranks this many nearest-by-sign-bits of each query view by exact cosine on the ranking

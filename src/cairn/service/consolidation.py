@@ -29,9 +29,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
@@ -46,11 +45,15 @@ from cairn.service import audit, epoch, indexing
 from cairn.service import consolidation_effects as effects
 from cairn.service.embeddings import Embeddings
 from cairn.service.lessons import Lessons
-from cairn.service.rank_index import RankIndexes, rows_of
 from cairn.service.records import active_clause, fetch_id, status
 from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
 from cairn.store.schema import consolidation_actions, consolidation_runs, lessons, links, sightings
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cairn.service.rank_indexes import RankIndexes
 
 GUARD_ACTION = "consolidation-guard"  # the audit row a guard writes when it fires
 REVISION_GUARD = "source_revision"  # the same name the gateway's extraction gives its revision guard
@@ -124,6 +127,8 @@ class Consolidation:
                     )
                 ).all()
             ]
+            from cairn.service.rank_index import rows_of  # numpy: only when a plan is made
+
             with idx.lock:
                 idx.refresh(conn, model, vectors=True)
                 arrays, order = idx.arrays, idx.id_order()

@@ -152,15 +152,15 @@ _cache: OrderedDict[tuple[str, str, str], tuple[tuple[int, int], Any, Any]] = Or
 
 def _matrix(conn: Connection, tenant_id: str, model: str) -> tuple[Any, Any] | None:
     """The tenant's tombstone ids and their vectors as one matrix, or None when it has none."""
-    import numpy as np
-
-    from cairn.search.embed import blob_to_vector
-
     params = {"tenant": tenant_id, "model": model}
     row = conn.execute(_STAMP, params).one()
     stamp = (int(row[0] or 0), int(row[1]))
     if stamp[1] == 0:
-        return None
+        return None  # before numpy: a write to a tenant without tombstone vectors imports none
+    import numpy as np
+
+    from cairn.search.embed import blob_to_vector
+
     key = (str(conn.engine.url), tenant_id, model)
     with _lock:
         hit = _cache.get(key)

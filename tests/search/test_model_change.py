@@ -128,7 +128,8 @@ def test_reindex_drops_the_old_models_table(svc: Cairn, monkeypatch: pytest.Monk
     svc.search(ME, "x")
     assert tables(svc) == sorted([MINILM_TABLE, HASH_TABLE])  # a plain search re-embeds but keeps the table
     result = svc.reindex(ME)
-    assert result == {"indexed": len(ACTIVE), "embedded": len(ACTIVE), "model": HASH_MODEL_NAME, "dim": HASH_DIM}
+    assert result == {"indexed": len(ACTIVE), "embedded": len(ACTIVE), "tombstones_embedded": 0,
+                      "model": HASH_MODEL_NAME, "dim": HASH_DIM}  # fmt: skip
     assert _tables_after_reindex(svc) == [HASH_TABLE]
     assert embeddings(svc) == {k: (HASH_MODEL_NAME, HASH_DIM, True) for k in ACTIVE}
     assert vec_keys(svc, HASH_TABLE) == ACTIVE

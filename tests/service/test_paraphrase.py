@@ -182,3 +182,19 @@ def test_imports_meet_the_same_check(svc: Cairn, me: Principal, second_store) ->
     queue = {c["key"]: c for c in svc.review_queue(me)["candidates"]}
     assert queue["plain-held"]["held"]["key"] == "deploy-key"
     assert queue["exported"]["held"]["key"] == "deploy-key"
+
+
+def test_reindex_embeds_the_tombstones_with_the_configured_model(
+    svc: Cairn, me: Principal, store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tombstone whose vector is of another model is never compared; reindex re-embeds it."""
+    monkeypatch.setenv("CAIRN_EMBED_MODEL", "hash-test-64")
+    tid = forget_it(svc, me)
+    monkeypatch.delenv("CAIRN_EMBED_MODEL")
+    assert svc.write(me, SCOPE, "before-reindex", PARAPHRASE)["lesson"]["status"] == "active"
+    svc.forget(me, SCOPE, "before-reindex", "clean up")  # its own tombstone, vector of the real model
+    out = svc.reindex(me)
+    assert out["tombstones_embedded"] == 2
+    models = {r["tombstone_id"]: r["model"] for r in rows(store, "SELECT tombstone_id, model FROM tombstone_vectors")}
+    assert models[tid] == "all-MiniLM-L6-v2-int8"
+    assert svc.write(me, SCOPE, "after-reindex", PARAPHRASE_2)["held"]["tombstone_id"] in models

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.principal import Principal
 from cairn.core.timeparse import utcnow
-from cairn.service import indexing
+from cairn.service import indexing, paraphrase
 from cairn.service.records import active_clause, status
 from cairn.service.tx import read_tx, write_tx
 from cairn.store import search_index as ix
@@ -73,7 +73,8 @@ class Embeddings:
                 progress(done, pending)
 
     def reindex(self, principal: Principal, progress: Progress | None = None) -> dict[str, Any]:
-        """Rebuild the full-text index and every embedding of the tenant (e.g. after a model change)."""
+        """Rebuild the full-text index and every embedding of the tenant, the tombstones' included (e.g.
+        after a model change)."""
         principal.require_account_wide("reindex")
         from cairn.search.embed import get_embedder
 
@@ -101,7 +102,17 @@ class Embeddings:
 
         count = write_tx(self.store, principal, rebuild)
         embedded = self.drain_embeddings(principal, progress)
-        return {"indexed": count, "embedded": embedded, "model": embedder.name, "dim": embedder.dim}
+        # The tombstones' vectors too (service/paraphrase.py): same model as every write compares with.
+        tombs = write_tx(
+            self.store, principal, lambda conn, acting: paraphrase.reembed(conn, acting.tenant_id, utcnow())
+        )
+        return {
+            "indexed": count,
+            "embedded": embedded,
+            "tombstones_embedded": tombs,
+            "model": embedder.name,
+            "dim": embedder.dim,
+        }
 
 
 def _follow_model(conn: Connection, tenant_id: str) -> None:

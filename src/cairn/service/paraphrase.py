@@ -39,7 +39,7 @@ from cairn.core.lesson import HELD_CODE
 from cairn.core.principal import Principal
 from cairn.core.similarity import PARAPHRASE_COSINE, is_tombstone_paraphrase
 from cairn.errors import CairnError
-from cairn.service import indexing
+from cairn.service import epoch, indexing
 from cairn.store.schema import lesson_versions, tenants, tombstone_vectors, tombstones
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -128,6 +128,40 @@ def erase(conn: Connection, tenant_id: str, lesson_id: int) -> None:
             tombstone_vectors.c.tenant_id == tenant_id, tombstone_vectors.c.tombstone_id.in_(of_lesson)
         )
     )
+
+
+def reembed(conn: Connection, tenant_id: str, now: datetime) -> int:
+    """Rebuild the vector of every live tombstone whose forgotten text the store still holds, with
+    the configured model (``cairn reindex``: after a model change, or for tombstones made before
+    their vectors were kept). Returns how many were embedded."""
+    from cairn.search.embed import get_embedder, vector_to_blob
+
+    embedder = get_embedder()
+    live = conn.execute(
+        select(tombstones).where(tombstones.c.tenant_id == tenant_id, tombstones.c.lifted_at.is_(None))
+    ).all()
+    texts = {t.id: _forgotten_text(conn, tenant_id, t) for t in live}
+    found = [(tid, text) for tid, text in texts.items() if text is not None]
+    conn.execute(delete(tombstone_vectors).where(tombstone_vectors.c.tenant_id == tenant_id))
+    epoch.bump(conn, tenant_id)  # the key of every process's cache of this tenant's vectors
+    if not found:
+        return 0
+    vectors = embedder.embed([text for _, text in found])
+    conn.execute(
+        insert(tombstone_vectors),
+        [
+            {
+                "tombstone_id": tid,
+                "tenant_id": tenant_id,
+                "model": embedder.name,
+                "dim": embedder.dim,
+                "vector": vector_to_blob(v),
+                "created_at": now,
+            }
+            for (tid, _), v in zip(found, vectors, strict=True)
+        ],
+    )
+    return len(found)
 
 
 # -- the lookup ------------------------------------------------------------------------------------

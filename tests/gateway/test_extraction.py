@@ -200,3 +200,22 @@ def _thread(header: str) -> str:
     from cairn.core.gateway import thread
 
     return thread("openai", header, "")
+
+
+def test_an_extracted_lesson_that_restates_forgotten_content_is_held(gw: Rig, account: Account, events: Any) -> None:
+    """Extraction writes through the one write path: the paraphrase check holds what it drew."""
+    recorded, extracted = events
+    forgotten = "Before the integration tests, run the migrations with make migrate, or they fail on missing tables."
+    gw.svc.write(account.p, "repo::acme/widget", "old-migrate-advice", forgotten)
+    tomb = gw.svc.forget(account.p, "repo::acme/widget", "old-migrate-advice", "wrong: the fixture migrates")
+    _turn(gw, account, "x-held", "The integration tests fail with no such table: users.")
+    recorded.get(timeout=60)
+    result = extracted.get(timeout=60)
+    assert result["written"] == [
+        {"scope": "repo::acme/widget", "key": "migrate-before-integration", "action": "created"}
+    ]
+    with pytest.raises(CairnError) as err:
+        gw.svc.read(account.p, "repo::acme/widget", "migrate-before-integration")
+    assert err.value.code == "NOT_FOUND" and "held" in err.value.message
+    queue = {c["key"]: c for c in gw.svc.review_queue(account.p)["candidates"]}
+    assert queue["migrate-before-integration"]["held"]["tombstone_id"] == tomb["tombstone_id"]

@@ -332,3 +332,23 @@ def test_two_tenants_registering_one_repository_each_get_only_what_their_secret_
     )
     assert [x["value"] for x in served.svc.list(served.alice, f"repo::{shared}")["lessons"]] == [other]
     assert len(served.svc.list(served.bob, f"repo::{shared}")["lessons"]) == 1
+
+
+def test_a_finding_that_restates_forgotten_content_lands_held(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The webhook path is the one write path: a finding close to a tombstone is held, out of reads."""
+    monkeypatch.setenv("CAIRN_EMBED_MODEL", "hash-test-64")  # the server's model: the tombstone's vector is of it
+    scope = f"repo::{A}"
+    forgotten = (
+        "Retry the upload with a fixed sleep of five seconds between attempts; the API rate limit resets that fast."
+    )
+    served.svc.write(served.alice, scope, "upload-sleep", forgotten)
+    tomb = served.svc.forget(served.alice, scope, "upload-sleep", "wrong: the limit is per hour")["tombstone_id"]
+    restated = (
+        "Between attempts, retry the upload with a fixed sleep of five seconds; the API rate limit resets that fast."
+    )
+    r = served.deliver(A, "pull_request_review_comment", gh.pull_request_review_comment(A, 31, restated, path="up.py"))
+    assert r.status == 200, r.body
+    assert (r.body["outcome"], r.body["trust"]) == ("created", "held")
+    assert r.body["key"] not in {x["key"] for x in served.svc.list(served.alice, scope)["lessons"]}
+    queue = {c["key"]: c for c in served.svc.review_queue(served.alice)["candidates"]}
+    assert queue[r.body["key"]]["held"]["tombstone_id"] == tomb

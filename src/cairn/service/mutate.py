@@ -22,13 +22,13 @@ from cairn.service import audit, indexing, state_proof
 from cairn.service.records import status
 from cairn.store.schema import lesson_tags, lesson_versions, lessons
 
-# Built once (see records._BY_ADDRESS for why).
-_INSERT_LESSON = insert(lessons)
-_INSERT_LESSON_RETURNING = insert(lessons).returning(lessons.c.id, sort_by_parameter_order=True)
-_UPDATE_LESSON = update(lessons).where(lessons.c.tenant_id == bindparam("b_tenant"), lessons.c.id == bindparam("b_id"))
-_INSERT_VERSION = insert(lesson_versions)
-_INSERT_TAGS = insert(lesson_tags)
-_DELETE_TAGS = delete(lesson_tags).where(
+# Built once (see records._BY_ADDRESS for why); sync's apply (``sync_apply.py``) writes with them too.
+INSERT_LESSON = insert(lessons)
+INSERT_LESSON_RETURNING = insert(lessons).returning(lessons.c.id, sort_by_parameter_order=True)
+UPDATE_LESSON = update(lessons).where(lessons.c.tenant_id == bindparam("b_tenant"), lessons.c.id == bindparam("b_id"))
+INSERT_VERSION = insert(lesson_versions)
+INSERT_TAGS = insert(lesson_tags)
+DELETE_TAGS = delete(lesson_tags).where(
     lesson_tags.c.tenant_id == bindparam("b_tenant"), lesson_tags.c.lesson_id == bindparam("b_id")
 )
 
@@ -110,14 +110,14 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
             rows.append({**ch.before, **values})
     if creates:
         if len(creates) == 1:
-            ids = [conn.execute(_INSERT_LESSON, creates[0][1]).inserted_primary_key[0]]
+            ids = [conn.execute(INSERT_LESSON, creates[0][1]).inserted_primary_key[0]]
         else:
-            result = conn.execute(_INSERT_LESSON_RETURNING, [v for _, v in creates])
+            result = conn.execute(INSERT_LESSON_RETURNING, [v for _, v in creates])
             ids = [r[0] for r in result]
         for (n, _), lesson_id in zip(creates, ids, strict=True):
             rows[n] = {"id": lesson_id, **rows[n]}
     if updates:
-        conn.execute(_UPDATE_LESSON, updates)
+        conn.execute(UPDATE_LESSON, updates)
     version_rows = [
         {
             "tenant_id": principal.tenant_id,
@@ -135,14 +135,14 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
         }
         for ch, row, uid in zip(changes, rows, uids, strict=True)
     ]
-    conn.execute(_INSERT_VERSION, version_rows)
+    conn.execute(INSERT_VERSION, version_rows)
     tag_deletes = [
         {"b_tenant": principal.tenant_id, "b_id": row["id"]}
         for ch, row in zip(changes, rows, strict=True)
         if ch.before is not None and ch.before["tags"] != row["tags"]
     ]
     if tag_deletes:
-        conn.execute(_DELETE_TAGS, tag_deletes)
+        conn.execute(DELETE_TAGS, tag_deletes)
     tag_rows = [
         {"tenant_id": principal.tenant_id, "lesson_id": row["id"], "tag": t}
         for ch, row in zip(changes, rows, strict=True)
@@ -150,7 +150,7 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
         for t in json.loads(row["tags"])
     ]
     if tag_rows:
-        conn.execute(_INSERT_TAGS, tag_rows)
+        conn.execute(INSERT_TAGS, tag_rows)
     indexing.sync_many(
         conn, [(row, status(row, now) == "active", ch.before is None) for ch, row in zip(changes, rows, strict=True)]
     )
@@ -245,12 +245,12 @@ def replay_many(
         )
         rows.append(values)
     if len(rows) == 1:
-        ids = [conn.execute(_INSERT_LESSON, rows[0]).inserted_primary_key[0]]
+        ids = [conn.execute(INSERT_LESSON, rows[0]).inserted_primary_key[0]]
     else:
-        ids = [r[0] for r in conn.execute(_INSERT_LESSON_RETURNING, rows)]
+        ids = [r[0] for r in conn.execute(INSERT_LESSON_RETURNING, rows)]
     rows = [{"id": lesson_id, **values} for lesson_id, values in zip(ids, rows, strict=True)]
     conn.execute(
-        _INSERT_VERSION,
+        INSERT_VERSION,
         [
             {
                 "tenant_id": tenant,
@@ -270,7 +270,7 @@ def replay_many(
         {"tenant_id": tenant, "lesson_id": row["id"], "tag": t} for row in rows for t in json.loads(row["tags"])
     ]
     if tag_rows:
-        conn.execute(_INSERT_TAGS, tag_rows)
+        conn.execute(INSERT_TAGS, tag_rows)
     indexing.sync_many(conn, [(row, status(row, now) == "active", True) for row in rows])
     proofs = state_proof.read_back_many(conn, tenant, ids)
     audit.record_many(

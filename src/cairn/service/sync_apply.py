@@ -33,7 +33,7 @@ from cairn.core.lesson import KINDS, ORIGINS, RELS, TRUSTS
 from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.errors import CairnError
-from cairn.service import audit, epoch, indexing, state_proof
+from cairn.service import audit, epoch, indexing, mutate, state_proof
 from cairn.service.import_records import _bool, _count, _is_hash, _pt, _str
 from cairn.service.mutate import apply as mutate_apply
 from cairn.service.mutate import tips_of
@@ -41,11 +41,17 @@ from cairn.service.purge import erase
 from cairn.service.records import fetch, status
 from cairn.service.tombstones import MAX_REASON, check_tombstones
 from cairn.service.write_input import normalize_tags
-from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sync_events, tombstones
+from cairn.store.schema import lesson_versions, lessons, links, sync_events, tombstones
 
 if TYPE_CHECKING:
     from cairn.core.sync import Refusal, SyncEvent
 
+_LESSON_COLUMNS = tuple(c.key for c in lessons.columns if c.key not in ("id", "tenant_id"))
+_VERSION_COLUMNS = (
+    "action", "scope", "key", "value", "content_hash", "tags", "kind", "source_agent", "trigger", "trust",
+    "archived", "seen_count", "helped_count", "not_helped_count", "valid_from", "valid_to", "expires_at",
+    "recorded_at", "actor", "session", "uid", "human",
+)  # fmt: skip
 # A refusal is per event: these are the codes an event's own content or permission can cause.
 REFUSABLE = frozenset(
     {
@@ -91,6 +97,7 @@ class Applier:
     refused: list[Refusal] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
     _records: list[dict[str, Any]] = field(default_factory=list)
+    _fresh: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     # -- the batch --------------------------------------------------------------------------------
     def run(self, events: list[SyncEvent]) -> None:
@@ -116,6 +123,7 @@ class Applier:
             else:
                 self.applied += 1
             self._record(ev, outcome, seq)
+        self._flush_index()
         if self._records:
             self.conn.execute(insert(sync_events), self._records)
 
@@ -279,7 +287,7 @@ class Applier:
             state["conflicted_at"] = None  # a person's version that leaves one history resolves it
         else:
             state["conflicted_at"] = (existing or {}).get("conflicted_at")
-        row = self._write_version(existing, state, v, current=current)
+        row, version = self._write_version(existing, state, v, current=current)
         if superseded is not None and current:
             self._supersession_link(row, superseded)
         detail: dict[str, Any] = {
@@ -303,34 +311,10 @@ class Applier:
             hash_after=row["content_hash"],
             detail=detail,
             at=self.now,
-            **self._proof(row["id"], row["version"]),
+            state_hash=state_proof.lesson_hash(row),
+            versions_hash=state_proof.versions_hash([version]),
         )
         return ("conflict" if conflict else "applied"), seq
-
-    def _proof(self, lesson_id: int, version: int) -> dict[str, str]:
-        """What the ledger row proves: the lesson row and the one version row, as the database stored
-        them (the values came from a peer; hashing what was stored leaves no room for a coercion)."""
-        tenant = self.principal.tenant_id
-        stored = (
-            self.conn.execute(select(lessons).where(lessons.c.tenant_id == tenant, lessons.c.id == lesson_id))
-            .mappings()
-            .one()
-        )
-        written = (
-            self.conn.execute(
-                select(lesson_versions).where(
-                    lesson_versions.c.tenant_id == tenant,
-                    lesson_versions.c.lesson_id == lesson_id,
-                    lesson_versions.c.version == version,
-                )
-            )
-            .mappings()
-            .one()
-        )
-        return {
-            "state_hash": state_proof.lesson_hash(dict(stored)),
-            "versions_hash": state_proof.versions_hash([dict(written)]),
-        }
 
     def _versions_by_uid(self, lesson_id: int, uids: list[str]) -> list[dict[str, Any]]:
         if not uids:
@@ -381,65 +365,53 @@ class Applier:
 
     def _write_version(
         self, existing: dict[str, Any] | None, state: dict[str, Any], v: dict[str, Any], *, current: bool
-    ) -> dict[str, Any]:
-        """Insert or update the lesson row, append the version, keep tags and indexes in step."""
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Insert or update the lesson row, append the version, keep tags and indexes in step.
+
+        Returns the lesson row and the version row as written (what the ledger row hashes). The
+        statements are the mutation path's own, built once (``service/mutate.py``).
+        """
         tenant = self.principal.tenant_id
-        columns = {c.key for c in lessons.columns} - {"id", "tenant_id"}
-        values = {k: state.get(k) for k in columns}
+        values = {k: state.get(k) for k in _LESSON_COLUMNS}
         if existing is None or current:
             values.update(updated_at=v["recorded_at"], updated_by=v["actor"])
         if existing is None:
-            values.update(version=1)
-            lesson_id = self.conn.execute(insert(lessons).values(tenant_id=tenant, **values)).inserted_primary_key[0]
+            values.update(version=1, tenant_id=tenant)
+            lesson_id = self.conn.execute(mutate.INSERT_LESSON, values).inserted_primary_key[0]
         else:
             lesson_id = existing["id"]
-            values.update(version=existing["version"] + 1)
-            self.conn.execute(
-                update(lessons).where(lessons.c.tenant_id == tenant, lessons.c.id == lesson_id).values(**values)
-            )
-        row = {"id": lesson_id, "tenant_id": tenant, **values}
-        self.conn.execute(
-            insert(lesson_versions).values(
-                tenant_id=tenant,
-                lesson_id=lesson_id,
-                version=row["version"],
-                action=v["action"],
-                scope=v["scope"],
-                key=v["key"],
-                value=v["value"],
-                content_hash=v["content_hash"],
-                tags=v["tags"],
-                kind=v["kind"],
-                source_agent=v["source_agent"],
-                trigger=v["trigger"],
-                trust=v["trust"],
-                archived=v["archived"],
-                seen_count=v["seen_count"],
-                helped_count=v["helped_count"],
-                not_helped_count=v["not_helped_count"],
-                valid_from=v["valid_from"],
-                valid_to=v["valid_to"],
-                expires_at=v["expires_at"],
-                recorded_at=v["recorded_at"],
-                actor=v["actor"],
-                session=v["session"],
-                uid=v["uid"],
-                parents=json.dumps(v["parents"]),
-                human=v["human"],
-            )
-        )
+            self._flush_index(lesson_id)
+            values.update(version=existing["version"] + 1, tenant_id=tenant)
+            self.conn.execute(mutate.UPDATE_LESSON, {**values, "b_tenant": tenant, "b_id": lesson_id})
+        row = {"id": lesson_id, **values}
+        version = {
+            "tenant_id": tenant,
+            "lesson_id": lesson_id,
+            "version": row["version"],
+            **{k: v[k] for k in _VERSION_COLUMNS},
+            "parents": json.dumps(v["parents"]),
+        }
+        self.conn.execute(mutate.INSERT_VERSION, version)
         if existing is None or existing["tags"] != row["tags"]:
             if existing is not None:
-                self.conn.execute(
-                    lesson_tags.delete().where(lesson_tags.c.tenant_id == tenant, lesson_tags.c.lesson_id == lesson_id)
-                )
+                self.conn.execute(mutate.DELETE_TAGS, {"b_tenant": tenant, "b_id": lesson_id})
             tags = json.loads(row["tags"])
             if tags:
                 self.conn.execute(
-                    insert(lesson_tags), [{"tenant_id": tenant, "lesson_id": lesson_id, "tag": t} for t in tags]
+                    mutate.INSERT_TAGS, [{"tenant_id": tenant, "lesson_id": lesson_id, "tag": t} for t in tags]
                 )
-        indexing.sync_many(self.conn, [(row, status(row, self.now) == "active", existing is None)])
-        return row
+        active = status(row, self.now) == "active"
+        if existing is None and active:
+            self._fresh[lesson_id] = row  # indexed with the batch's other new lessons, in one go
+        else:
+            indexing.sync_many(self.conn, [(row, active, existing is None)])
+        return row, version
+
+    def _flush_index(self, lesson_id: int | None = None) -> None:
+        """Index the new lessons held back so far (all, or before ``lesson_id`` changes again)."""
+        if self._fresh and (lesson_id is None or lesson_id in self._fresh):
+            indexing.sync_many(self.conn, [(row, True, True) for row in self._fresh.values()])
+            self._fresh.clear()
 
     def _supersession_link(self, row: dict[str, Any], superseded: dict[str, Any]) -> None:
         """A superseded version names its successor: the ``supersedes`` link, as supersede writes it."""
@@ -522,6 +494,7 @@ class Applier:
             )
         ).mappings()
         forgotten = 0
+        self._flush_index()
         for r in [dict(r) for r in rows]:
             mutate_apply(
                 self.conn,
@@ -601,6 +574,7 @@ class Applier:
             if held:
                 targets[at_address["id"]] = at_address
         seq = None
+        self._flush_index()
         for row in targets.values():
             n = erase(self.conn, self.principal, row["id"])
             seq = audit.record_lesson(

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import insert, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from cairn.core import history as rules
-from cairn.core.content import content_hash, validate_value
+from cairn.core.content import content_hash, content_identity, validate_value
 from cairn.core.keys import normalize_key
 from cairn.core.lesson import KINDS, ORIGINS, RELS, TRUSTS
 from cairn.core.principal import ADMIN, READ, WRITE, Principal
@@ -98,11 +98,17 @@ class Applier:
     _seen: set[str] = field(default_factory=set)
     _records: list[dict[str, Any]] = field(default_factory=list)
     _fresh: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (event uid, entry), in order
+    _seqs: dict[str, int] = field(default_factory=dict)  # event uid -> the audit row it wrote
+    _lessons: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
+    _live: tuple[set[str], set[str], set[tuple[str, str]]] = (set(), set(), set())
 
     # -- the batch --------------------------------------------------------------------------------
     def run(self, events: list[SyncEvent]) -> None:
         uids = [e.uid for e in events]
         self._seen = self._known(uids)
+        self._load_tombstones()
+        self._prefetch([e for e in events if e.kind == "version" and e.uid not in self._seen])
         for ev in events:
             if ev.uid in self._seen or ev.origin_store == self.me:
                 self.skipped += 1
@@ -124,8 +130,58 @@ class Applier:
                 self.applied += 1
             self._record(ev, outcome, seq)
         self._flush_index()
+        self._flush_audit()
+        for rec in self._records:
+            rec["seq"] = self._seqs.get(rec["uid"], rec["seq"])
         if self._records:
             self.conn.execute(insert(sync_events), self._records)
+
+    # -- what the batch reads once ------------------------------------------------------------------
+    def _load_tombstones(self) -> None:
+        """The tenant's live tombstones (hashes, identities, addresses): a version that matches none
+        needs no query; one that matches any goes through the one check, which words the refusal."""
+        live = self.conn.execute(
+            select(tombstones.c.content_hash, tombstones.c.identity, tombstones.c.scope, tombstones.c.key).where(
+                tombstones.c.tenant_id == self.principal.tenant_id, tombstones.c.lifted_at.is_(None)
+            )
+        ).all()
+        self._live = ({t[0] for t in live}, {t[1] for t in live if t[1]}, {(t[2], t[3]) for t in live})
+
+    def _prefetch(self, events: list[SyncEvent]) -> None:
+        """The lessons at the batch's addresses, read in a few queries instead of one per event."""
+        wanted: set[tuple[str, str]] = set()
+        for ev in events:
+            try:
+                wanted.add(_address(ev.body))
+            except CairnError:
+                continue  # refused when its turn comes
+        pairs = sorted(wanted)
+        for start in range(0, len(pairs), 400):
+            chunk = pairs[start : start + 400]
+            q = select(lessons).where(
+                lessons.c.tenant_id == self.principal.tenant_id, tuple_(lessons.c.scope, lessons.c.key).in_(chunk)
+            )
+            for r in self.conn.execute(q).mappings():
+                self._lessons[(r["scope"], r["key"])] = dict(r)
+            for pair in chunk:
+                self._lessons.setdefault(pair, None)
+
+    def _lesson(self, scope: str, key: str) -> dict[str, Any] | None:
+        if (scope, key) not in self._lessons:
+            self._lessons[(scope, key)] = fetch(self.conn, self.principal, scope, key)
+        return self._lessons[(scope, key)]
+
+    def _flush_audit(self) -> None:
+        """Write the held ledger rows, in order (before any other write to the chain)."""
+        if self._audit:
+            seqs = audit.record_many(self.conn, self.principal, [entry for _, entry in self._audit])
+            self._seqs.update((uid, seq) for (uid, _), seq in zip(self._audit, seqs, strict=True))
+            self._audit.clear()
+
+    def _changed_elsewhere(self) -> None:
+        """Another path changed lessons or tombstones: what the batch read once is read again."""
+        self._lessons.clear()
+        self._load_tombstones()
 
     def _known(self, uids: list[str]) -> set[str]:
         """The uids of this batch already held here: as an applied event, or as a version."""
@@ -172,6 +228,7 @@ class Applier:
         key = key if key is None or len(key) <= 200 else None
         chash = ev.body.get("content_hash") if _is_hash(ev.body.get("content_hash")) else None
         # The refusal is in this store's ledger too (hashes only, never content): what was received, and why not.
+        self._flush_audit()
         seq = audit.record(
             self.conn,
             self.principal,
@@ -200,7 +257,17 @@ class Applier:
         }[ev.kind]
         if not isinstance(ev.body, dict):
             raise CairnError("INVALID_INPUT", "an event's body is an object")
-        return handler(ev)
+        if ev.kind == "version":
+            return handler(ev)
+        # The other kinds write the chain and the lessons through other paths: what the batch holds
+        # back is written first, and what it read once is read again after.
+        self._flush_index()
+        self._flush_audit()
+        try:
+            return handler(ev)
+        finally:
+            if ev.kind != "link":
+                self._changed_elsewhere()
 
     # -- versions ----------------------------------------------------------------------------------
     def _parse_version(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -251,9 +318,9 @@ class Applier:
             raise CairnError("INVALID_INPUT", "a version event's uid is its version's uid")
         scope, key = v["scope"], v["key"]
         self.principal.require(WRITE, scope)
-        if v["trust"] != "rejected":  # forgetting wins: forgotten content never lands active
+        if v["trust"] != "rejected" and self._may_match(v):  # forgetting wins: never lands active
             check_tombstones(self.conn, self.principal, v["value"], scope, key, chash=v["content_hash"])
-        existing = fetch(self.conn, self.principal, scope, key)
+        existing = self._lesson(scope, key)
         claims: dict[str, Any] = {}
         if v["trust"] == "verified" and not rules.may_grant_trust(self.principal, scope):
             held = existing is not None and existing["trust"] == "verified"
@@ -300,21 +367,30 @@ class Applier:
             detail["conflict"] = new_tips
         if claims:
             detail["claimed"] = claims
-        seq = audit.record_lesson(
-            self.conn,
-            self.principal,
-            "sync",
-            row,
-            version_before=before_version,
-            version_after=row["version"],
-            hash_before=existing["content_hash"] if existing else None,
-            hash_after=row["content_hash"],
-            detail=detail,
-            at=self.now,
-            state_hash=state_proof.lesson_hash(row),
-            versions_hash=state_proof.versions_hash([version]),
-        )
-        return ("conflict" if conflict else "applied"), seq
+        self._lessons[(row["scope"], row["key"])] = row
+        entry = {
+            "action": "sync",
+            "lesson_id": row["id"],
+            "scope": row["scope"],
+            "key": row["key"],
+            "version_before": before_version,
+            "version_after": row["version"],
+            "hash_before": existing["content_hash"] if existing else None,
+            "hash_after": row["content_hash"],
+            "detail": detail,
+            "at": self.now,
+            "state_hash": state_proof.lesson_hash(row),
+            "versions_hash": state_proof.versions_hash([version]),
+        }
+        self._audit.append((ev.uid, entry))  # written with the batch's other rows, in order
+        return ("conflict" if conflict else "applied"), None
+
+    def _may_match(self, v: dict[str, Any]) -> bool:
+        """Whether a live tombstone could hold this version's content or address (then the check runs)."""
+        hashes, identities, addresses = self._live
+        if v["content_hash"] in hashes or (v["scope"], v["key"]) in addresses:
+            return True
+        return bool(identities) and content_identity(v["value"]) in identities
 
     def _versions_by_uid(self, lesson_id: int, uids: list[str]) -> list[dict[str, Any]]:
         if not uids:

@@ -292,28 +292,32 @@ def test_expired_scopes_audit_and_tokens_tabs(page_for: Any, seeded: Seeded) -> 
     assert secret not in page.content()
 
 
+# The controls of the page without a name (label, text or aria-label) and its header cells without a scope.
+UNLABELLED = """() => {
+  const bad = [];
+  for (const el of document.querySelectorAll('input, select, textarea, button')) {
+    if (el.type === 'hidden') continue;
+    const named = el.tagName === 'BUTTON' ? el.textContent.trim() : (el.labels && el.labels.length);
+    if (!named && !el.getAttribute('aria-label')) bad.push(el.outerHTML.slice(0, 80));
+  }
+  for (const th of document.querySelectorAll('th')) {
+    if (!th.getAttribute('scope')) bad.push(th.outerHTML.slice(0, 80));
+  }
+  return bad;
+}"""
+
+
 def test_every_control_is_labelled_and_every_header_cell_scoped(page_for: Any, seeded: Seeded) -> None:
     page = page_for(seeded.web.alice)
-    check = """() => {
-      const bad = [];
-      for (const el of document.querySelectorAll('input, select, textarea, button')) {
-        if (el.type === 'hidden') continue;
-        const named = el.tagName === 'BUTTON' ? el.textContent.trim() : (el.labels && el.labels.length);
-        if (!named && !el.getAttribute('aria-label')) bad.push(el.outerHTML.slice(0, 80));
-      }
-      for (const th of document.querySelectorAll('th')) {
-        if (!th.getAttribute('scope')) bad.push(th.outerHTML.slice(0, 80));
-      }
-      return bad;
-    }"""
     paths = ["/ui/lessons", "/ui/review", lesson_path(W, "docker-cache", v1=1, v2=2), "/ui/archive", "/ui/expired",
-             "/ui/tombstones", "/ui/scopes", "/ui/audit", "/ui/tokens", "/ui/orgs", "/ui/webhooks"]  # fmt: skip
+             "/ui/tombstones", "/ui/consolidation", "/ui/scopes", "/ui/audit", "/ui/tokens", "/ui/orgs",
+             "/ui/webhooks"]  # fmt: skip
     if not seeded.web.svc.webhook_list(seeded.web.alice_p)["webhooks"]:  # a row, so its controls are checked too
         seeded.web.svc.webhook_add(seeded.web.alice_p, "acme/a11y")
     for path in paths:
         response = page.goto(path)
         assert response.status == 200, path
-        assert page.evaluate(check) == [], path
+        assert page.evaluate(UNLABELLED) == [], path
         assert page.locator("h1").count() == 1, path
 
 

@@ -11,7 +11,7 @@ content is marked safe; a Content-Security-Policy forbids inline script. Writes 
 Post/Redirect/Get with a flash message, except token creation, whose secret is rendered once in the
 POST's own response and never travels through a cookie or a URL.
 
-Routers per resource (``signin``, ``lessons``, ``review``, ``conversations``, ``audit``,
+Routers per resource (``signin``, ``lessons``, ``review``, ``consolidation``, ``conversations``, ``audit``,
 ``accounts``, ``webhooks``) share ``deps.py``: the view, the dependencies that resolve the session and
 check CSRF, the helpers. Built as an ASGI sub-app: ``app.mount("/ui", create_web(svc))``. Links are built from the mount
 point (``root_path``), so the same app also works at ``/`` on its own.
@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cairn.errors import CairnError
 from cairn.service.api import Cairn
-from cairn.web import accounts, audit, conversations, lessons, review, signin, webhooks
+from cairn.web import accounts, audit, consolidation, conversations, lessons, review, signin, webhooks
 from cairn.web import session as sess
 from cairn.web.deps import HERE, CsrfRefused, Dashboard, Redirect, View, clear_cookie, set_cookie
 
@@ -44,7 +44,7 @@ SECURITY_HEADERS = {
 }
 # One router per resource (``web/<resource>.py``); pages depend on ``deps.PageView``, actions on
 # ``deps.Form`` and ``deps.PostView``.
-ROUTERS = (signin, lessons, review, conversations, audit, accounts, webhooks)
+ROUTERS = (signin, lessons, review, consolidation, conversations, audit, accounts, webhooks)
 
 
 def create_web(svc: Cairn, *, secret: bytes | None = None) -> FastAPI:

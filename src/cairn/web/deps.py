@@ -42,6 +42,7 @@ TABS = (
     ("/archive", "Archive"),
     ("/expired", "Expired"),
     ("/tombstones", "Tombstones"),
+    ("/consolidation", "Consolidation"),
     ("/conversations", "Conversations"),
     ("/scopes", "Scopes"),
     ("/audit", "Audit"),

@@ -84,7 +84,7 @@ def test_a_negation_pair_is_never_merged_but_flagged_as_a_contradiction() -> Non
     actions = plan([yes, no], NOW)
     assert [x.kind for x in actions] == ["flag-contradiction"]
     assert set(actions[0].lesson_ids) == {yes.id, no.id}
-    assert "never-x is negated" in actions[0].reason
+    assert "disagree (negation)" in actions[0].reason
 
 
 def test_an_already_linked_contradiction_is_not_flagged_again_nor_archived_as_stale() -> None:

@@ -63,7 +63,7 @@ def test_the_plan_names_every_action_and_a_dry_run_stores_nothing(svc: Cairn, fi
     assert preview["run"] is None and svc.consolidate_runs(fixed)["runs"] == []
     merge = preview["actions"][0]
     assert merge["keep"]["key"] == "pytest-pin" and "(verified)" in merge["reason"]
-    assert "only no-system-python is negated" in preview["actions"][2]["reason"]
+    assert "disagree (negation)" in preview["actions"][2]["reason"]
     assert "151 days" in preview["actions"][3]["reason"]
 
     planned = svc.consolidate_plan(fixed)

@@ -347,10 +347,13 @@ def _contradiction_flags(
         if pair in flagged or pair & used:
             continue
         a, b = (by_id[i] for i in sorted(pair))
-        which = a if similarity.negated(a.value) else b
+        # The kind of disagreement only: its detail quotes the lessons' words, and a reason outlives
+        # a purge of their text.
+        found_why = similarity.disagreement(a.value, b.value)
+        how = found_why.kind if found_why is not None else "disagreement"
         reason = (
-            f"{a.key} and {b.key} in {a.scope} are alike (cosine {found[pair]:.2f}, shared words) but only "
-            f"{which.key} is negated: linked 'contradicts' and both sent to review"
+            f"{a.key} and {b.key} in {a.scope} are alike (cosine {found[pair]:.2f}, shared words) but "
+            f"disagree ({how}): linked 'contradicts' and both sent to review"
         )
         proposals.append(Proposal("flag-contradiction", (a.id, b.id), reason))
         used.update(pair)

@@ -29,11 +29,11 @@ from sqlalchemy.engine import Connection
 from cairn.core import history as rules
 from cairn.core.content import content_hash, content_identity, validate_value
 from cairn.core.keys import normalize_key
-from cairn.core.lesson import KINDS, ORIGINS, RELS, TRUSTS
+from cairn.core.lesson import HELD, KINDS, ORIGINS, RELS, TRUSTS
 from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.errors import CairnError
-from cairn.service import audit, epoch, indexing, mutate, state_proof
+from cairn.service import audit, epoch, indexing, mutate, paraphrase, state_proof
 from cairn.service.import_records import _bool, _count, _is_hash, _pt, _str
 from cairn.service.mutate import apply as mutate_apply
 from cairn.service.mutate import tips_of
@@ -102,13 +102,16 @@ class Applier:
     _seqs: dict[str, int] = field(default_factory=dict)  # event uid -> the audit row it wrote
     _lessons: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
     _live: tuple[set[str], set[str], set[tuple[str, str]]] = (set(), set(), set())
+    _near: set[str] | None = None  # version uids whose text may restate a tombstone (None: ask each)
 
     # -- the batch --------------------------------------------------------------------------------
     def run(self, events: list[SyncEvent]) -> None:
         uids = [e.uid for e in events]
         self._seen = self._known(uids)
         self._load_tombstones()
-        self._prefetch([e for e in events if e.kind == "version" and e.uid not in self._seen])
+        versions = [e for e in events if e.kind == "version" and e.uid not in self._seen]
+        self._prefetch(versions)
+        self._near = self._near_tombstones(versions)
         for ev in events:
             if ev.uid in self._seen or ev.origin_store == self.me:
                 self.skipped += 1
@@ -166,6 +169,14 @@ class Applier:
             for pair in chunk:
                 self._lessons.setdefault(pair, None)
 
+    def _near_tombstones(self, events: list[SyncEvent]) -> set[str]:
+        """The versions whose text may restate a live tombstone (``service/paraphrase.py``): one
+        pre-filter for the batch, embedding nothing when the tenant has no tombstone vectors."""
+        texts = [(e.uid, e.body.get("value")) for e in events if e.body.get("trust") != "rejected"]
+        texts = [(uid, text) for uid, text in texts if isinstance(text, str)]
+        near = paraphrase.near_any(self.conn, self.principal, [text for _, text in texts])
+        return {uid for (uid, _), close in zip(texts, near, strict=True) if close}
+
     def _lesson(self, scope: str, key: str) -> dict[str, Any] | None:
         if (scope, key) not in self._lessons:
             self._lessons[(scope, key)] = fetch(self.conn, self.principal, scope, key)
@@ -182,6 +193,7 @@ class Applier:
         """Another path changed lessons or tombstones: what the batch read once is read again."""
         self._lessons.clear()
         self._load_tombstones()
+        self._near = None  # a new tombstone vector: the batch's pre-filter no longer holds
 
     def _known(self, uids: list[str]) -> set[str]:
         """The uids of this batch already held here: as an applied event, or as a version."""
@@ -327,6 +339,14 @@ class Applier:
             if not (held and existing["content_hash"] == v["content_hash"]):
                 v["trust"] = "candidate"
                 claims["trust"] = "verified"
+        hold = None
+        new_text = existing is None or existing["content_hash"] != v["content_hash"]
+        near = self._near is None or ev.uid in self._near
+        if near and v["trust"] != "rejected" and new_text:
+            # A restatement of forgotten content lands held, as a write here would.
+            hold = paraphrase.hold_for(self.conn, self.principal, v["value"])
+            if hold is not None:
+                v["trust"] = HELD
         lesson_info = ev.body.get("lesson") if isinstance(ev.body.get("lesson"), dict) else {}
         superseded = ev.body.get("superseded_by") if isinstance(ev.body.get("superseded_by"), dict) else None
         if existing is None:
@@ -367,6 +387,8 @@ class Applier:
             detail["conflict"] = new_tips
         if claims:
             detail["claimed"] = claims
+        if hold is not None:
+            detail.update(hold.detail())
         self._lessons[(row["scope"], row["key"])] = row
         entry = {
             "action": "sync",
@@ -571,7 +593,12 @@ class Applier:
         ).mappings()
         forgotten = 0
         self._flush_index()
-        for r in [dict(r) for r in rows]:
+        rows = [dict(r) for r in rows]
+        text = next((r["value"] for r in rows if r["content_hash"] == chash), None)
+        if held is None and text is not None:
+            # This store held the forgotten text: keep its vector, so a paraphrase of it is held here too.
+            paraphrase.put(self.conn, tenant, tid, text, self.now)
+        for r in rows:
             mutate_apply(
                 self.conn,
                 self.principal,
@@ -611,6 +638,7 @@ class Applier:
             .where(tombstones.c.tenant_id == tenant, tombstones.c.id == row["id"])
             .values(lifted_at=self.now, lifted_by=self.principal.actor, lift_reason=reason)
         )
+        paraphrase.drop(self.conn, tenant, row["id"])  # a lifted tombstone holds nothing
         claimed = {k: body.get(k) for k in ("lifted_at", "lifted_by") if isinstance(body.get(k), str)}
         seq = audit.record(
             self.conn,

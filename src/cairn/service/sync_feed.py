@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.engine import Connection, RowMapping
 
+from cairn.core.lesson import HELD
 from cairn.core.principal import Principal
 from cairn.core.timeparse import format_time
 from cairn.store.schema import lesson_versions, lessons, tombstones
@@ -108,7 +109,9 @@ def build_events(
             if principal.scope_limited and not all(principal.can_see(s) for s in scopes):
                 continue
             if kind == "version" and (
-                body["content_hash"] in forgotten_hashes or (body["scope"], body["key"]) in forgotten_addresses
+                body["content_hash"] in forgotten_hashes
+                or (body["scope"], body["key"]) in forgotten_addresses
+                or body["trust"] == HELD  # restates forgotten content: stays here until a person decides
             ):
                 continue
             events.append(

@@ -239,3 +239,15 @@ def _guards(svc: Cairn, p: Principal) -> list[dict[str, Any]]:
         return list(conn.execute(q).scalars())
 
     return [json.loads(d) for d in svc.store.run(read, write=False, **p.db_vars)]
+
+
+def test_a_purge_after_the_plan_stops_every_derived_write(svc: Cairn, fixed: Principal) -> None:
+    svc.write(fixed, API, "typo", "Pin pytest to 8.x because the plugin breaks on pytest 9 (typo copy)")
+    svc.forget(fixed, API, "typo", "duplicate")  # forgotten before the plan: the plan does not see it
+    run = svc.consolidate_plan(fixed)["run"]["id"]
+    svc.erase_forgotten(fixed, API, "typo")  # the purge alone bumps the epoch
+    purged = _state(svc, fixed)["lessons"]
+    result = svc.consolidate_apply(fixed, run)
+    assert {a["status"] for a in result["actions"]} == {"skipped"}
+    assert _state(svc, fixed)["lessons"] == purged
+    svc.audit_verify(fixed)

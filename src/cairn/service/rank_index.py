@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ NO_EXPIRY = 1e18
 LOOP_PREFIX = "loop" + NAMESPACE_SEPARATOR
 LOAD_CHUNK = 50_000
 FULL_RELOAD_AT = 20_000  # more changed lessons than this since the last look: reload everything
+# More changed lessons than this: context's term matches are read again in full rather than patched.
+FOLLOW_TERMS_AT = 2_000
 # Vectors are made by the embedding drain, in any process, and stamped with its clock; one committed
 # late with an older stamp is still found by looking this far behind the newest stamp seen.
 EMBED_LOOKBACK_S = 120.0
@@ -146,6 +148,8 @@ _FIELDS = (
     "ids", "scope", "key", "updated", "expires", "seen", "helped", "not_helped", "verified", "bucket", "human",
     "bits", "has_vec", "half",
 )  # fmt: skip
+# The columns that say where a row is on a ladder (its rung, its key, until when it is eligible).
+_PLACE_FIELDS = ("ids", "scope", "key", "expires")
 _DTYPES = (
     np.int64, np.int32, np.int64, np.float64, np.float64, np.int32, np.int32, np.int32, bool, np.int32, bool,
     np.uint64, bool, np.float16,
@@ -255,7 +259,15 @@ class RankIndex:
             parts.append(self._rows_to_arrays(chunk))
         self.arrays = Arrays.concat(parts)
 
-    def _reload_ids(self, conn: Connection, ids: list[int]) -> None:
+    def _reload_ids(self, conn: Connection, ids: list[int]) -> bool:
+        """Re-read the changed lessons; True when rows came or went or a row moved on the ladders.
+
+        The arrays are never written in place (a reader that took them before this refresh goes on
+        ranking its own snapshot): when every changed lesson is still held and only its numbers
+        changed (feedback, a recurrence, an edit, a new vector), only the columns that differ are
+        copied and patched, and the rows keep their places, so what context derived from where
+        rows are (``_eligible``) stays valid. Otherwise the rows are rebuilt once.
+        """
         fresh = []
         for start in range(0, len(ids), 500):
             batch = ids[start : start + 500]
@@ -266,15 +278,30 @@ class RankIndex:
                     .where(_indexable(self.tenant_id), lessons.c.id.in_(batch))
                 ).all()
             )
-        keep = ~np.isin(self.arrays.ids, np.asarray(ids, dtype=np.int64))
         new = self._rows_to_arrays(fresh)
-        old = self.arrays.take(np.nonzero(keep)[0])
+        old = self.arrays
         if old.bits.shape[1] != self.words:
             # The first vectors just arrived: until now no lesson had one, so zero bits are exact.
-            old.bits = np.zeros((len(old.ids), self.words), dtype=np.uint64)
+            old = replace(old, bits=np.zeros((len(old.ids), self.words), dtype=np.uint64))
         if old.half.shape[1] != new.half.shape[1]:  # likewise for the first float vectors
-            old.half = np.zeros((len(old.ids), new.half.shape[1]), dtype=np.float16)
-        self.arrays = Arrays.concat([old, new])
+            old = replace(old, half=np.zeros((len(old.ids), new.half.shape[1]), dtype=np.float16))
+        held = np.nonzero(np.isin(old.ids, np.asarray(ids, dtype=np.int64)))[0]
+        slot = {int(i): n for n, i in enumerate(new.ids)}
+        if len(held) == len(new.ids) and all(int(i) in slot for i in old.ids[held]):
+            source = np.fromiter((slot[int(i)] for i in old.ids[held]), dtype=np.int64, count=len(held))
+            patched: dict[str, np.ndarray] = {}
+            for f in _FIELDS:
+                column, values = getattr(old, f), getattr(new, f)[source]
+                if not np.array_equal(column[held], values):
+                    column = column.copy()
+                    column[held] = values
+                    patched[f] = column
+            self.arrays = replace(old, **patched)
+            return any(f in patched for f in _PLACE_FIELDS)
+        keep = np.ones(len(old.ids), dtype=bool)
+        keep[held] = False
+        self.arrays = Arrays.concat([old.take(np.nonzero(keep)[0]), new])
+        return True
 
     def refresh(self, conn: Connection, model: str, vectors: bool = False) -> None:
         """Bring the index up to the tenant's last audit row and newest vectors (in a read transaction).
@@ -306,6 +333,7 @@ class RankIndex:
         if self.seq < 0 or last < self.seq:  # first use, or the log was replaced (a restored backup)
             self._load_all(conn)
             self.unsaved = FULL_RELOAD_AT  # a whole build: keep it
+            self.memo.clear()
         else:
             changed = set(fresh_vectors)
             if last != self.seq:
@@ -321,20 +349,51 @@ class RankIndex:
                         .distinct()
                     ).scalars()
                 )
+            moved = True
             if len(changed) > FULL_RELOAD_AT:
                 self._load_all(conn)
             elif changed:
-                self._reload_ids(conn, sorted(changed))
+                moved = self._reload_ids(conn, sorted(changed))
             self.unsaved += len(changed)
+            self._follow(conn, changed, moved)
         self.seq = last
         self.version += 1
-        self.memo.clear()
         if self.persist is not None:
             from cairn.service import rank_cache
 
             if self.unsaved >= rank_cache.SAVE_AFTER:
                 rank_cache.save(self, conn, self.persist)
                 self.unsaved = 0
+
+    def _follow(self, conn: Connection, changed: set[int], moved: bool) -> None:
+        """Bring what context memoized for the last version up to this one, for the changed lessons only.
+
+        The top sets' rows (``texts``) lose the changed lessons (a forgotten lesson's text is never
+        served again); each term's matches (``terms``) are asked again for the changed lessons only;
+        eligible sets and ``id_order`` depend on where rows are and stay while no row ``moved``.
+        Anything else memoized is dropped. New dicts, not edits of the old ones: a reader that took
+        them before this refresh keeps its snapshot.
+        """
+        from cairn.store import search_index as ix
+
+        kept: dict[Any, Any] = {}
+        gone = np.fromiter(changed, dtype=np.int64, count=len(changed))
+        texts = self.memo.get("texts")
+        if texts:
+            kept["texts"] = {i: row for i, row in texts.items() if i not in changed}
+        terms = self.memo.get("terms")
+        if terms and len(changed) <= FOLLOW_TERMS_AT:
+            ids = sorted(changed)
+            kept["terms"] = {
+                term: np.concatenate(
+                    [matches[~np.isin(matches, gone)], np.asarray(ix.fts_rowids(conn, term, among=ids), dtype=np.int64)]
+                )
+                for term, matches in terms.items()
+            }
+        if not moved:
+            kept.update((k, v) for k, v in self.memo.items() if isinstance(k, tuple) or k == "id_order")
+        self.memo.clear()
+        self.memo.update(kept)
 
     def id_order(self) -> np.ndarray:
         """``arrays.ids``' sorting permutation, for :func:`rows_of` (memoized per version: call under ``lock``)."""

@@ -313,17 +313,24 @@ def doc_frequencies(conn: Connection, terms: list[str], cap: int | None = None) 
     return out, total
 
 
-def fts_rowids(conn: Connection, term: str) -> list[int]:
-    """Every lesson id (of every tenant: callers intersect with their own) whose text has ``term``.
+def fts_rowids(conn: Connection, term: str, among: list[int] | None = None) -> list[int]:
+    """Every lesson id (of every tenant: callers intersect with their own) whose text has ``term``;
+    with ``among``, only those of these ids (a few changed lessons, looked up by id).
 
     No ranking function runs: reading a doclist is several times cheaper per match than ``bm25()``,
     which is what lets context weigh terms over a million lessons (``service/context.py``).
     """
     m = _term_param(conn, term)
-    if m is None:
+    if m is None or (among is not None and not among):
         return []
     column, predicate = _match_sql(conn)
-    return list(conn.execute(text(f"SELECT {column} FROM lesson_fts WHERE {predicate}"), {"m": m}).scalars())
+    if among is None:
+        sql = text(f"SELECT {column} FROM lesson_fts WHERE {predicate}")
+        return [r[0] for r in conn.execute(sql, {"m": m}).all()]
+    sql = text(f"SELECT {column} FROM lesson_fts WHERE {predicate} AND {column} IN :ids").bindparams(
+        bindparam("ids", expanding=True)
+    )
+    return [r[0] for r in conn.execute(sql, {"m": m, "ids": among}).all()]
 
 
 # -- vectors ----------------------------------------------------------------------------------

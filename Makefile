@@ -46,12 +46,16 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check src
 
-## make bench: context and recall, end to end (daemon warm and cold) and in process, 6 to 1,000,000
-## lessons; prints a table, writes bench/out/context.json and a PNG plot. Stores are cached.
-bench: bench-daemon bench-context
+## make bench: every speed target in one table (Cairn beside its target and LoreKit's CLI), from the
+## benches that own each figure; writes bench/out/summary.json and a PNG. ~20-30 min on 2 shared cores
+## with the stores cached; BENCH_ARGS=--quick for ~5-10 min on small stores (bench/README.md).
+bench: setup
+	$(BIN)/python bench/summary_bench.py $(BENCH_ARGS)
 
 bench-all: bench-store bench-embed bench-search bench-context bench-backends
 
+## make bench-context: context and recall, end to end (daemon warm and cold) and in process, 6 to 1,000,000
+## lessons; prints a table, writes bench/out/context.json and a PNG plot. Stores are cached.
 bench-context: setup
 	$(BIN)/python bench/context_bench.py $(BENCH_ARGS)
 

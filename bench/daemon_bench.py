@@ -121,19 +121,14 @@ def lorekit_run(cmd: list[str], env: dict[str, str], cwd: Path, stdin: str | Non
     return elapsed
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--store", type=Path, help="a Cairn home (or cairn.db) to copy; default: generate --size")
-    ap.add_argument("--size", type=int, default=2000, help="lessons generated when no --store is given")
-    ap.add_argument("--runs", type=int, default=9, help="calls per operation and mode")
-    ap.add_argument("--cold-runs", type=int, default=3, help="calls per operation without the daemon")
-    ap.add_argument("--no-lorekit", action="store_true", help="do not time LoreKit's CLI beside Cairn")
-    ap.add_argument("--ops", help="comma-separated operations (default: all), e.g. 'context,hook session-start'")
-    args = ap.parse_args(argv)
-    OUT.mkdir(parents=True, exist_ok=True)
+def measure(
+    store: Path | None, size: int, runs: int, cold_runs: int, with_lorekit: bool, only: list[str] | None
+) -> dict[str, object]:
+    """Every operation (or ``only`` these) with and without the daemon, and LoreKit's where it has it:
+    ``{"lessons", "python_c_pass_ms", "rows": [{"op", "daemon_p50_ms", "no_daemon_p50_ms", ...}]}``."""
     work = Path(tempfile.mkdtemp(prefix="cairn-daemon-bench-"))
     home = work / "home"
-    copy_store(args.store, home, args.size)
+    copy_store(store, home, size)
     base = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_SERVE_AUTO_START": "0"}
     base.pop("CAIRN_NO_DAEMON", None)
     lessons = json.loads(
@@ -166,13 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         "context": (["context", "--repo", "acme/api", "--branch", "main"], None),
         "hook session-start": (["hook", "session-start", "--host", "claude-code"], json.dumps(PAYLOAD)),
     }
-    if args.ops:
-        wanted = [o.strip() for o in args.ops.split(",")]
+    if only:
+        wanted = only
         unknown = [o for o in wanted if o not in ops]
         if unknown:
             raise SystemExit(f"unknown operation(s) {unknown}; choose from {list(ops)}")
         ops = {o: ops[o] for o in wanted}
-    lorekit = None if args.no_lorekit else lorekit_setup(home / "cairn.db", work)
+    lorekit = lorekit_setup(home / "cairn.db", work) if with_lorekit else None
     lk_ops: dict[str, list[str]] = {
         "write": ["write", "--scope", "project::bench", "--key", "KEY", "a lesson written by the daemon bench"],
         "search": ["search", "retries"],  # a literal substring over key and value: its one search
@@ -195,15 +190,15 @@ def main(argv: list[str] | None = None) -> int:
             run(home, [a if a != "KEY" else f"w{next(counter)}" for a in argv_], base, stdin)
         for name, (argv_, stdin) in ops.items():
             warm, cold, loads, peer = [], [], [], []
-            for i in range(max(args.runs, args.cold_runs)):
+            for i in range(max(runs, cold_runs)):
                 call = [a if a != "KEY" else f"w{next(counter)}" for a in argv_]
                 loads.append(load())
-                if i < args.runs:
+                if i < runs:
                     warm.append(run(home, call, base, stdin))
-                if i < args.cold_runs:
+                if i < cold_runs:
                     call = [a if a != "KEY" else f"w{next(counter)}" for a in argv_]
                     cold.append(run(home, call, {**base, "CAIRN_NO_DAEMON": "1"}, stdin))
-                if lorekit is not None and name in lk_ops and i < args.cold_runs:
+                if lorekit is not None and name in lk_ops and i < cold_runs:
                     node, lk_env, checkout = lorekit
                     lk_call = [
                         f"lk{next(counter)}" if a == "KEY" else str(checkout) if a == "CHECKOUT" else a
@@ -227,15 +222,29 @@ def main(argv: list[str] | None = None) -> int:
         daemon.terminate()
         daemon.wait(timeout=60)
         shutil.rmtree(work, ignore_errors=True)
-    python_ms = round(statistics.median(baseline), 1)
-    result = {
+    return {
         "lessons": lessons,
-        "python_c_pass_ms": python_ms,
-        "runs": args.runs,
-        "cold_runs": args.cold_runs,
+        "python_c_pass_ms": round(statistics.median(baseline), 1),
+        "runs": runs,
+        "cold_runs": cold_runs,
         "rows": rows,
         "at": time.time(),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--store", type=Path, help="a Cairn home (or cairn.db) to copy; default: generate --size")
+    ap.add_argument("--size", type=int, default=2000, help="lessons generated when no --store is given")
+    ap.add_argument("--runs", type=int, default=9, help="calls per operation and mode")
+    ap.add_argument("--cold-runs", type=int, default=3, help="calls per operation without the daemon")
+    ap.add_argument("--no-lorekit", action="store_true", help="do not time LoreKit's CLI beside Cairn")
+    ap.add_argument("--ops", help="comma-separated operations (default: all), e.g. 'context,hook session-start'")
+    args = ap.parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    only = [o.strip() for o in args.ops.split(",")] if args.ops else None
+    result = measure(args.store, args.size, args.runs, args.cold_runs, not args.no_lorekit, only)
+    lessons, python_ms, rows = result["lessons"], result["python_c_pass_ms"], result["rows"]
     previous = OUT / "daemon.json"
     before = {r["op"]: r for r in json.loads(previous.read_text())["rows"]} if previous.exists() else {}
     print(f"\nEvery command through the daemon, end to end, {lessons:,} lessons (medians; load = 1-min average)\n")

@@ -399,3 +399,36 @@ def test_record_pushed_and_peer_state(pair) -> None:
     # The peer's head is in this store's own chain too.
     exchange = [e for e in server.svc.audit(server.me)["entries"] if e["action"] == "sync-exchange"]
     assert exchange[-1]["detail"]["peer_head"]["hash"] == batch.head.hash
+
+
+def test_a_person_verifying_a_conflicted_lesson_settles_it_on_both_sides(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(human(laptop.me), S, "x", "One.")
+    server.pull_from(laptop)
+    laptop.svc.write(human(laptop.me), S, "x", "Two.")
+    server.svc.write(human(server.me), S, "x", "Three.")
+    server.pull_from(laptop)
+    laptop.pull_from(server)
+    current = laptop.svc.read(laptop.me, S, "x")["lesson"]
+    assert current["trust"] == "verified"
+    assert laptop.svc.verify(human(laptop.me), S, "x")["changed"] is True  # not "already verified"
+    server.pull_from(laptop)
+    for side in (laptop, server):
+        assert side.svc.review_queue(side.me)["candidates"] == []
+        assert side.value(S, "x") == current["value"]
+    assert laptop.versions() == server.versions()
+
+
+def test_a_batch_from_the_wire_is_checked(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "a", "A lesson.")
+    wire = laptop.svc.sync_feed(laptop.me, since=0).model_dump(mode="json")
+    assert server.svc.sync_apply(server.me, wire).applied == 1  # the parsed JSON is accepted as is
+    too_many = {**wire, "events": wire["events"] * (models.MAX_BATCH + 1)}
+    for bad in (too_many, {**wire, "store_id": "x"}, {**wire, "cursor": -1}, {**wire, "surprise": 1}):
+        with pytest.raises(CairnError) as err:
+            server.svc.sync_apply(server.me, bad)
+        assert err.value.code == "INVALID_INPUT"
+    with pytest.raises(CairnError) as err:
+        laptop.svc.sync_record_pushed(laptop.me, server.id, 1, {"seq": 1, "hash": "nope"})
+    assert err.value.code == "INVALID_INPUT"

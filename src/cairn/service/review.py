@@ -78,7 +78,9 @@ class Review:
         def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()
             before = fetch_known(conn, principal, scope, key, f"no reviewable lesson at {scope} {key}")
-            if before["trust"] == "verified":
+            # A verified lesson whose synced histories diverged is still the person's to settle: the
+            # verify writes a version that joins them (mutate.apply) and takes it out of the queue.
+            if before["trust"] == "verified" and before["conflicted_at"] is None:
                 return {"changed": False, "lesson": public(before, now)}
             # Vouching for content that was forgotten elsewhere would give it back its authority. A
             # held lesson passed this check when written (it resembles, it does not repeat): this

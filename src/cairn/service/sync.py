@@ -20,14 +20,14 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.timeparse import format_time, utcnow
-from cairn.errors import CairnError
+from cairn.errors import CairnError, invalid_input
 from cairn.service import audit, rank_cache
 from cairn.service.sync_apply import Applier
 from cairn.service.sync_feed import build_events
@@ -37,6 +37,8 @@ from cairn.store.schema import audit_log, sync_peers, sync_stores
 
 if TYPE_CHECKING:
     from cairn.core.sync import ApplyResult, ChainHead, PeerState, SyncBatch
+
+M = TypeVar("M")
 
 # The models are pydantic, which the facade must not load for every command (the hot path imports
 # the service): they are imported where a sync runs.
@@ -63,6 +65,18 @@ def _check_store_id(value: str, what: str) -> str:
             "INVALID_INPUT", f"{what} is a store id: 32 lowercase hex characters (cairn sync status shows it)"
         )
     return value
+
+
+def _model(model: type[M], value: Any) -> M:
+    """``value`` as ``model`` (a surface may pass the parsed JSON): a bad one is INVALID_INPUT."""
+    if isinstance(value, model):
+        return value
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise invalid_input(exc.errors(include_input=False)) from None
 
 
 def _peer_row(conn: Connection, principal: Principal, peer: str) -> dict[str, Any] | None:
@@ -167,8 +181,7 @@ class SyncService:
         from cairn.core import sync as m
 
         principal.require(WRITE)
-        if not isinstance(batch, m.SyncBatch):
-            batch = m.SyncBatch.model_validate(batch)
+        batch = _model(m.SyncBatch, batch)
         me = self.store_id(principal)
         if batch.store_id == me:
             raise CairnError("INVALID_INPUT", "this batch came from this store: a store does not sync with itself")
@@ -257,8 +270,7 @@ class SyncService:
         peer = _check_store_id(peer_store_id, "peer_store_id")
         if not isinstance(cursor, int) or cursor < 0:
             raise CairnError("INVALID_INPUT", f"cursor is a feed cursor (an integer from 0), got {cursor!r}")
-        if not isinstance(peer_head, m.ChainHead):
-            peer_head = m.ChainHead.model_validate(peer_head)
+        peer_head = _model(m.ChainHead, peer_head)
 
         def tx(conn: Connection, acting: Principal) -> None:
             before = _peer_row(conn, acting, peer)

@@ -198,3 +198,25 @@ def test_reindex_embeds_the_tombstones_with_the_configured_model(
     models = {r["tombstone_id"]: r["model"] for r in rows(store, "SELECT tombstone_id, model FROM tombstone_vectors")}
     assert models[tid] == "all-MiniLM-L6-v2-int8"
     assert svc.write(me, SCOPE, "after-reindex", PARAPHRASE_2)["held"]["tombstone_id"] in models
+
+
+def test_write_many_holds_the_paraphrase_and_writes_the_rest(svc: Cairn, me: Principal) -> None:
+    """The batch lane creates plainly new lessons together; one close to a tombstone takes the one
+    write path and is held there."""
+    forget_it(svc, me)
+    items = [{"scope": SCOPE, "key": f"note-{i}", "value": f"{UNRELATED} ({i})"} for i in range(3)]
+    items.insert(1, {"scope": SCOPE, "key": "vault-path", "value": PARAPHRASE})
+    out = svc.write_many(me, items)
+    assert out["results"][1]["held"]["key"] == "deploy-key"
+    assert [r["lesson"]["status"] for r in out["results"]] == ["active", "held", "active", "active"]
+    assert {x["key"] for x in svc.list(me, SCOPE)["lessons"]} == {"note-0", "note-1", "note-2"}
+
+
+def test_a_scope_limited_writer_is_held_without_learning_the_tombstone(svc: Cairn, me: Principal) -> None:
+    """The tombstone's scope, key and reason are that scope's business, as the exact refusal's are."""
+    forget_it(svc, me)  # forgotten in repo::acme/widget
+    narrow = svc.resolve_token(svc.token_create(me, perm="write", scope_patterns=["project::*"])["token"])
+    out = svc.write(narrow, "project::ops", "vault-path", PARAPHRASE)
+    assert out["lesson"]["status"] == "held"
+    assert set(out["held"]) == {"code", "similarity"}
+    assert REASON not in json.dumps(out)

@@ -40,6 +40,7 @@ from cairn.core.principal import Principal
 from cairn.core.similarity import PARAPHRASE_COSINE, is_tombstone_paraphrase
 from cairn.errors import CairnError
 from cairn.service import epoch, indexing
+from cairn.store.engine import Store
 from cairn.store.schema import lesson_versions, tenants, tombstone_vectors, tombstones
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -81,6 +82,47 @@ def embed_alone(texts: list[str]) -> np.ndarray:
     return get_embedder().embed(texts)
 
 
+# -- embedding before the transaction -------------------------------------------------------------
+# The model runs for milliseconds per text (and loads for a second on its first use in a process):
+# inside a write transaction that is time every other writer of the store waits. So a write embeds
+# its text before opening the transaction (``prepare``) when this process last saw the tenant holding
+# tombstone vectors, and the transaction takes the vector from here. A wrong guess costs only time:
+# the transaction embeds what it finds missing, and an unused vector is dropped when the bounded
+# table is full. Keyed by the model and the text's hash.
+_READY_MAX = 32
+_lock = threading.Lock()  # guards this table and the tenants' matrices below
+_ready: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_tenants_with_vectors: dict[tuple[str, str, str], bool] = {}
+
+
+def _text_key(text: str) -> tuple[str, str]:
+    import hashlib
+
+    return indexing.configured_model(), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def prepare(store: Store, tenant_id: str, text: str, *, always: bool = False) -> None:
+    """Embed ``text`` now, outside any transaction, when this process last saw the tenant holding
+    tombstone vectors (``always``: whatever it saw, e.g. forget, which stores the vector)."""
+    seen = _tenants_with_vectors.get((str(store.engine.url), tenant_id, indexing.configured_model()))
+    if not (always or seen):
+        return
+    key = _text_key(text)
+    vector = embed_alone([text])[0]
+    with _lock:
+        _ready[key] = vector
+        _ready.move_to_end(key)
+        while len(_ready) > _READY_MAX:
+            _ready.popitem(last=False)
+
+
+def _vector_of(text: str) -> Any:
+    """The text's vector: the one ``prepare`` made, else embedded now."""
+    with _lock:
+        vector = _ready.pop(_text_key(text), None)
+    return vector if vector is not None else embed_alone([text])[0]
+
+
 def put(conn: Connection, tenant_id: str, tombstone_id: int, text: str, now: datetime) -> str | None:
     """Store the vector of a tombstone's forgotten text. The caller's transaction bumps the tenant's
     deletion epoch (the cache's key, see the module's docstring).
@@ -92,7 +134,7 @@ def put(conn: Connection, tenant_id: str, tombstone_id: int, text: str, now: dat
 
     try:
         embedder = get_embedder()
-        vector = embedder.embed([text])[0]
+        vector = _vector_of(text)
     except CairnError as exc:
         if exc.code != "SETUP":
             raise
@@ -179,7 +221,6 @@ _VECTORS = (
     .order_by(tombstone_vectors.c.tombstone_id)
 )
 
-_lock = threading.Lock()
 # (store url, tenant, model) -> ((epoch, count), ids, matrix)
 _cache: OrderedDict[tuple[str, str, str], tuple[tuple[int, int], Any, Any]] = OrderedDict()
 
@@ -189,6 +230,7 @@ def _matrix(conn: Connection, tenant_id: str, model: str) -> tuple[Any, Any] | N
     params = {"tenant": tenant_id, "model": model}
     row = conn.execute(_STAMP, params).one()
     stamp = (int(row[0] or 0), int(row[1]))
+    _tenants_with_vectors[(str(conn.engine.url), tenant_id, model)] = stamp[1] > 0
     if stamp[1] == 0:
         return None  # before numpy: a write to a tenant without tombstone vectors imports none
     import numpy as np
@@ -242,7 +284,7 @@ def hold_for(conn: Connection, principal: Principal, text: str) -> Hold | None:
     import numpy as np
 
     ids, matrix = found
-    vector = embed_alone([text])[0]
+    vector = _vector_of(text)
     if vector.shape[0] != matrix.shape[1]:
         return None  # vectors of another dimension under the same model name: never compared
     cosines = matrix @ vector

@@ -15,6 +15,7 @@ and the import of an exported lesson.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +142,17 @@ class Tombstones:
         """Reject the lesson and tombstone its content and address, in one transaction."""
         scope, key, reason = validate_scope(scope), normalize_key(key), _reason(reason)
         principal.require(WRITE, scope)
+
+        def text(conn: Connection) -> str | None:
+            row = fetch(conn, principal, scope, key)
+            return row["value"] if row is not None and row["trust"] != "rejected" else None
+
+        # The forgotten text's embedding is made before the write lock is taken (the transaction
+        # embeds it itself if the text changed meanwhile); a missing model is reported by ``put``.
+        value = read_tx(self.store, principal, text)
+        if value is not None:
+            with contextlib.suppress(CairnError):
+                paraphrase.prepare(self.store, principal.tenant_id, value, always=True)
 
         def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()

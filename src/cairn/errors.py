@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-# code -> (exit code, envelope status). 1 = refused or invalid input, 2 = setup/environment.
+# code -> (exit code, envelope status). 1 = refused or invalid input, 2 = setup/environment,
+# 3 = a remote Cairn could not be reached (nothing was changed there; try again later).
 CODES: dict[str, tuple[int, str]] = {
     "INVALID_SCOPE": (1, "refused"),
     "INVALID_KEY": (1, "refused"),
@@ -32,6 +33,9 @@ CODES: dict[str, tuple[int, str]] = {
     "UNHEALTHY": (1, "refused"),  # `cairn doctor` found a problem; the report is the reason's data
     "SETUP": (2, "error"),
     "INTERNAL": (2, "error"),
+    # No answer from a remote Cairn (refused connection, unknown host, timeout): its own exit code, so a
+    # script or the daemon's background sync can tell "offline, retry later" from a refusal or a bad setup.
+    "UNREACHABLE": (3, "error"),
 }
 
 

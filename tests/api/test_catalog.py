@@ -50,6 +50,12 @@ SAMPLE: dict[str, Any] = {
     "run_id": 1,  # the consolidation run _setup plans (its id set there)
     "repo": "catorg/widget",
     "confirm": ORG,  # optional, but deleting an org without it is refused before the permission is
+    # sync: a peer store's id, and an empty page of its feed (the apply is refused a reader before it reads)
+    "store_id": "5" * 32,
+    "events": [],
+    "cursor": 0,
+    "more": False,
+    "head": {"seq": 0, "hash": "0" * 64},
 }
 
 

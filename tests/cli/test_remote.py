@@ -253,8 +253,8 @@ def test_refusals_that_belong_to_the_client(sides: tuple[Side, Side], tmp_path: 
     assert env_of("--url", remote.url, "context", "--repo", "a/b", token=None)["reason"]["code"] == "UNAUTHENTICATED"
     dead = f"http://127.0.0.1:{_free_port()}"
     unreachable = env_of("--url", dead, "list")["reason"]
-    assert unreachable["code"] == "SETUP" and dead in unreachable["message"]
-    assert env_of("--url", dead, "recall", "--text", "boom")["reason"]["code"] == "SETUP"
+    assert unreachable["code"] == "UNREACHABLE" and dead in unreachable["message"]
+    assert env_of("--url", dead, "recall", "--text", "boom")["reason"]["code"] == "UNREACHABLE"
     bad = env_of("--url", "127.0.0.1:8321", "list")["reason"]
     assert bad["code"] == "INVALID_INPUT" and bad["data"]["corrected"] == "http://127.0.0.1:8321"
     both = env_of("--url", remote.url, "--db", "sqlite:///x.db", "list")["reason"]

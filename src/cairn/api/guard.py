@@ -44,6 +44,12 @@ MAX_GATEWAY_BYTES = 32 * 1024 * 1024
 # delivery of the events Cairn takes with room to spare; GitHub's own ceiling (25 MB) is for
 # events Cairn never reads (pushes with thousands of commits), and is refused here unread.
 MAX_WEBHOOK_BYTES = 1024 * 1024
+# A sync apply carries a batch of another store's events, each up to a lesson's whole state (a
+# 64 KiB value and its fields): the sync client pages its batches to fit under this cap
+# (``runtime/sync_client.py``), so a batch of ordinary lessons goes in one request, and a bigger one
+# is split rather than refused.
+SYNC_APPLY_PATH = "/v1/sync/apply"
+MAX_SYNC_BYTES = 16 * 1024 * 1024
 
 
 async def send_problem(
@@ -165,6 +171,8 @@ class BodyLimit:
             cap = MAX_GATEWAY_BYTES
         elif path == PAYLOAD_PATH:
             cap = MAX_WEBHOOK_BYTES
+        elif path == SYNC_APPLY_PATH:
+            cap = MAX_SYNC_BYTES
         length = _header(scope, b"content-length")
         if length is not None:
             if not length.strip().isdigit() or int(length) > cap:

@@ -29,6 +29,7 @@ STATUS: dict[str, int] = {
     "AUDIT_BROKEN": 409,
     "LIMIT": 429,
     "SETUP": 503,
+    "UNREACHABLE": 503,  # said by a client about a server; a server relaying it (none today) would be a gateway
     "INTERNAL": 500,
 }
 

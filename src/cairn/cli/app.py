@@ -192,11 +192,13 @@ def _register_commands() -> None:
         importlib.import_module(f"cairn.cli.{name}")
     from cairn.cli.accounts import register
     from cairn.cli.gateway import register as register_gateway
+    from cairn.cli.sync import register as register_sync
     from cairn.cli.webhooks import register as register_webhooks
 
     register(app)
     register_gateway(app)
     register_webhooks(app)
+    register_sync(app)
 
 
 _register_commands()

@@ -74,6 +74,7 @@ GROUPS = {
     "limits": {"show", "set"},
     "webhook": {"add", "list", "rotate", "remove"},
     "conversation": {"list", "show", "forget"},
+    "sync": {"status"},
 }  # fmt: skip
 
 

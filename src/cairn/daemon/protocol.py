@@ -81,10 +81,12 @@ FORWARD_OP = "cli"
 # Verbs that always run in the caller's process: the daemon itself and long-lived servers, the peer
 # tool's command line, the host hooks and the hot paths that already ask the daemon per operation
 # (``context``/``recall`` through ``cairn.runtime.client``), and doctor (it inspects this machine as the
-# caller sees it, the daemon included).
+# caller sees it, the daemon included), and sync (it waits on the network, not on a cold store, and
+# stopping the command must stop the exchange).
 LOCAL_VERBS = frozenset(
-    {"serve", "gateway", "mcp", "memory-gateway", "hook", "install", "context", "recall", "doctor", "--version", "-V"}
-)
+    {"serve", "gateway", "mcp", "memory-gateway", "hook", "install", "context", "recall", "doctor", "sync",
+     "--version", "-V"}
+)  # fmt: skip
 # Environment that names what the daemon itself serves: a caller whose value differs (another
 # embedding model, a pinned clock) is not served by it and runs in its own process.
 IDENTITY_ENV = ("CAIRN_EMBED_MODEL", "CAIRN_FAKE_NOW", "CAIRN_DATABASE_URL")

@@ -8,10 +8,11 @@ the daemon is absent, so it is an accelerator, never a dependency.
 
 It also runs the built-in sweeps on a schedule, as the local owner (actor ``cairn-serve``):
 erase expired lessons, erase archived and rejected ones past retention (``purge``), embed
-queued lessons so that searches and session starts never wait for a bulk import's vectors, and
+queued lessons so that searches and session starts never wait for a bulk import's vectors,
 run the full ``audit verify`` (chain and state, ``serve.audit_minutes``), so an edit of the
-database behind Cairn's back is reported even when nobody thinks to ask, and plan a consolidation
-on ``[consolidate] schedule`` (docs/consolidation.md) for a person to apply.
+database behind Cairn's back is reported even when nobody thinks to ask, plan a consolidation
+on ``[consolidate] schedule`` (docs/consolidation.md) for a person to apply, and sync with
+``sync.url`` when set (``daemon/background_sync.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.daemon import ops, protocol
+from cairn.daemon.background_sync import BackgroundSync
 from cairn.daemon.hosted import CliHost
 from cairn.daemon.hosted import refusal as hosted_refusal
 from cairn.errors import CairnError
@@ -80,6 +82,7 @@ class Daemon:
         self.counts = {"socket": 0, "http": 0}
         self._count_lock = threading.Lock()
         self.sweeps = True
+        self.syncer = BackgroundSync(self.log)  # sync.url every sync.interval_minutes when set
         self.cli = CliHost()
         self.last_active = time.monotonic()  # the idle exit counts from here
         self.idle: float | None = None  # seconds without a request before it stops (started on demand)
@@ -247,6 +250,7 @@ class Daemon:
             if self.sweeps and time.monotonic() >= next_consolidate:
                 self.consolidate()
                 next_consolidate = time.monotonic() + CONSOLIDATE_CHECK
+            self.syncer.when_due(self.svc, local_principal(actor=SWEEP_ACTOR))
             try:
                 embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR))
                 if embedded:

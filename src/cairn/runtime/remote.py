@@ -63,13 +63,26 @@ class Http:
             )
         self.url = url
         self.headers = {"Authorization": f"Bearer {token}", "User-Agent": "cairn-cli"}
+        self.sent = self.received = 0  # body bytes each way (what `cairn sync` reports it moved)
         if session:
             self.headers["X-Cairn-Session"] = session
 
     def call(self, method: str, path: str, **request: Any) -> Any:
         """The server's JSON answer (``request``: as for ``open``)."""
+        import http.client
+
         with self.open(method, path, **request) as resp:
-            return json.loads(resp.read())
+            try:
+                body = resp.read()
+            except (OSError, http.client.HTTPException) as err:  # the connection dropped mid-answer
+                raise self._unreachable(err) from None
+            self.received += len(body)
+            return json.loads(body)
+
+    def _unreachable(self, err: BaseException) -> CairnError:
+        reason = getattr(err, "reason", None) or type(err).__name__
+        message = f"cannot reach Cairn at {self.url}: {reason} (is `cairn serve` running there?)"
+        return CairnError("UNREACHABLE", message, {"url": self.url})
 
     def open(
         self,
@@ -83,6 +96,7 @@ class Http:
         accept: str = "application/json",
     ) -> Any:
         """The open response (read it, or iterate its lines); a refusal raises the server's code."""
+        import http.client
         import urllib.error
         import urllib.request
 
@@ -95,16 +109,17 @@ class Http:
         req = urllib.request.Request(target, data=data, method=method, headers=headers)  # noqa: S310 - http(s) only
         if data is not None:
             req.add_header("Content-Type", content_type)
+            self.sent += len(data)
         try:
             return urllib.request.urlopen(req, timeout=TIMEOUT)  # noqa: S310 - the scheme was checked
         except urllib.error.HTTPError as err:
             raise _refusal(err) from None
-        except urllib.error.URLError as err:
-            raise CairnError(
-                "SETUP", f"cannot reach Cairn at {self.url}: {err.reason} (is `cairn serve` running there?)"
-            ) from None
         except TimeoutError:
-            raise CairnError("SETUP", f"Cairn at {self.url} did not answer within {TIMEOUT:.0f}s") from None
+            raise CairnError(
+                "UNREACHABLE", f"Cairn at {self.url} did not answer within {TIMEOUT:.0f}s", {"url": self.url}
+            ) from None
+        except (OSError, http.client.HTTPException) as err:  # URLError, a reset, a dropped connection
+            raise self._unreachable(err) from None
 
 
 def _refusal(err: urllib.error.HTTPError) -> CairnError:
@@ -234,6 +249,12 @@ class RemoteCairn:
 
     def reindex(self, _p: Any, **_kw: Any) -> dict[str, Any]:
         raise CairnError("INVALID_INPUT", f"reindex {NOT_REMOTE}")
+
+    # -- sync --------------------------------------------------------------------------------------
+    def sync_apply(self, _p: Any, batch: Any) -> dict[str, Any]:
+        """One batch of another store's feed (its model, or the JSON a feed answered with)."""
+        data = batch.model_dump(mode="json") if hasattr(batch, "model_dump") else batch
+        return self.http.call("POST", _path("sync_apply"), body=data)
 
     # -- accounts ----------------------------------------------------------------------------------
     def create_user(self, _p: Any, _name: str) -> dict[str, Any]:

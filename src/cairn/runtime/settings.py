@@ -26,7 +26,7 @@ from cairn.errors import CairnError
 
 REPO_FILE = ".cairn.toml"
 # Sections a repository's .cairn.toml may not set: they decide where requests and keys go.
-HOME_ONLY = ("gateway",)
+HOME_ONLY = ("gateway", "sync")
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,24 @@ SPECS = (
         36500,
         "days after which a candidate seen once and never helped is proposed for archiving",
     ),
+    # Sync with a team server (docs/sync.md). Text settings: low/high bound their length.
+    Spec("sync_url", ("sync", "url"), str, 0, 2000, "the server cairn sync exchanges with (and the daemon, when set)"),
+    Spec(
+        "sync_interval_minutes",
+        ("sync", "interval_minutes"),
+        float,
+        0,
+        10080,
+        "minutes between the daemon's background syncs with sync.url (0: never in the background)",
+    ),
+    Spec(
+        "sync_token_env",
+        ("sync", "token_env"),
+        str,
+        0,
+        100,
+        "name of the environment variable holding the server's token (empty: CAIRN_TOKEN; never the token)",
+    ),
 )
 _BY_PATH = {s.path: s for s in SPECS}
 # Environment names kept from before the [context] section existed.
@@ -157,6 +175,9 @@ class Settings:
     consolidate_schedule: str = "daily"
     consolidate_auto_apply: int = 0  # 0: scheduled plans wait for a person
     consolidate_stale_days: int = 90
+    sync_url: str = ""
+    sync_interval_minutes: float = 15.0
+    sync_token_env: str = ""
     sources: dict[str, str] = field(default_factory=dict)
 
     def source(self, name: str) -> str:

@@ -110,6 +110,7 @@ _L, _R, _G, _T, _A, _O, _V = "lessons", "retrieval", "graph", "transfer", "accou
 _C = "conversations"
 _K = "consolidation"
 _W = "webhooks"
+_S = "sync"
 
 OPERATIONS: tuple[Operation, ...] = (
     # -- lessons ----------------------------------------------------------------------------------
@@ -487,6 +488,28 @@ OPERATIONS: tuple[Operation, ...] = (
         "webhook_remove", "admin", True, "WebhookBody", "WebhookRemoved", args=("repo",),
         doc="Unregister a repository: its deliveries are refused from now on; its lessons stay.",
         http=Http("POST", "/v1/webhooks/remove", "removeWebhook", _W),
+    ),
+    # -- sync between stores (docs/sync.md) -------------------------------------------------------
+    Operation(
+        "sync_store_id", "read", False, "Nothing", "SyncStore", call="sync_store_id",
+        doc="This store's id for sync (a peer records its cursors and chain head under it).",
+        http=Http("GET", "/v1/sync/store", "getSyncStore", _S),
+    ),
+    Operation(
+        "sync_feed", "read", False, "SyncFeedQuery", "SyncBatch", call="sync_feed",
+        doc="A page of this store's change feed after ``since`` (the token's tenant and scopes only).",
+        http=Http("GET", "/v1/sync/feed", "getSyncFeed", _S),
+    ),
+    Operation(
+        "sync_apply", "write", True, "SyncBatch", "ApplyResult", call="sync_apply", remote=False,
+        doc="Apply a page of another store's feed in one transaction: idempotent by event uid, "
+        "conflicts kept and put in review, tombstones and purges win; records the peer's cursor and chain head.",
+        http=Http("POST", "/v1/sync/apply", "applySyncBatch", _S),
+    ),
+    Operation(
+        "sync_peer_state", "read", False, "SyncPeerQuery", "PeerState", args=("store_id",), call="sync_peer_state",
+        doc="What this store knows of a peer: its cursors both ways, its last chain head, the last exchange.",
+        http=Http("GET", "/v1/sync/peer", "getSyncPeer", _S),
     ),
 )  # fmt: skip
 

@@ -46,3 +46,27 @@ def webhook_rotate(svc: Any, p: Any, values: dict[str, Any]) -> Any:
     if raw is not None:
         grace = timedelta(0) if str(raw).strip() in ("0", "0s") else parse_duration(raw, code="INVALID_INPUT")
     return svc.webhook_rotate(p, values["repo"], org=values.get("org"), grace=grace)
+
+
+def _plain(value: Any) -> Any:
+    """A model the sync service answers with, as the JSON data every surface sends."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if dump is not None else value
+
+
+def sync_store_id(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    return {"store_id": svc.sync_store_id(p)}
+
+
+def sync_feed(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    return _plain(svc.sync_feed(p, **values))
+
+
+def sync_apply(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    from cairn.core.sync import SyncBatch
+
+    return _plain(svc.sync_apply(p, SyncBatch(**values)))
+
+
+def sync_peer_state(svc: Any, p: Any, values: dict[str, Any]) -> Any:
+    return _plain(svc.sync_peer_state(p, values["store_id"]))

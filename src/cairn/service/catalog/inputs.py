@@ -31,8 +31,10 @@ from cairn.core.lesson import (
 )
 from cairn.core.principal import Level, TokenStyle
 from cairn.core.roles import NAME_RE, Role
+from cairn.core.sync import DEFAULT_BATCH, MAX_BATCH, STORE_ID_PATTERN, SyncBatch
 from cairn.fields import NO_NUL, Branch, Cursor, Duration, Key, Project, Repo, Scope, Tag, Value
 
+__all__ = ["SyncBatch"]  # an input model of the catalogue's, defined with the sync service's models
 ORG_PATTERN = NAME_RE.pattern  # shown and enforced: the same rule as check_name's
 Org = Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
 User = Annotated[str, Field(min_length=1, max_length=39, pattern=ORG_PATTERN)]
@@ -346,3 +348,19 @@ class RunUndoBody(Strict):
 
 class RunsQuery(Params):
     limit: PageLimit = 20
+
+
+# -- sync (docs/sync.md) ----------------------------------------------------------------------------
+# An apply's body is the feed's page as the sync service defines it (``core/sync.py: SyncBatch``,
+# unknown fields refused); its bytes are capped by the API (``api/guard.py: MAX_SYNC_BYTES``).
+StoreId = Annotated[str, Field(pattern=STORE_ID_PATTERN, description="a store's sync id (32 hex)")]
+
+
+class SyncFeedQuery(Params):
+    since: Annotated[int, Field(ge=0, le=2**62, description="the cursor the previous page answered")] = 0
+    limit: Annotated[int, Field(ge=1, le=MAX_BATCH)] = DEFAULT_BATCH
+    exclude_origin: StoreId | None = Field(None, description="leave out events that came from this store")
+
+
+class SyncPeerQuery(Params):
+    store_id: StoreId

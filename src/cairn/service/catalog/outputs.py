@@ -12,6 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cairn.core.lesson import HeldCode
+from cairn.core.sync import ApplyResult, PeerState, SyncBatch
+
+__all__ = ["ApplyResult", "PeerState", "SyncBatch"]  # the sync routes' answers are the sync service's models
 
 
 class Open(BaseModel):
@@ -420,3 +423,8 @@ class ConsolidationUndone(ConsolidationPlan):
 
 class ConsolidationRuns(Open):
     runs: list[ConsolidationRun]
+
+
+# -- sync: the feed's page, an apply's result and a peer's state are the sync service's own models --
+class SyncStore(Open):
+    store_id: str = Field(description="this store's id in every sync: events name it as their origin")

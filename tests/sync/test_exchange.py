@@ -9,6 +9,7 @@ forgetting wins everywhere, a server purge leaves no byte of the content in a la
 
 from __future__ import annotations
 
+from tests.servers import EMBED_ENV as ENV_MODEL
 from tests.sync.conftest import Laptop, Rig, envelope
 
 A1 = "Pin the base image by digest; tags move under you."
@@ -144,3 +145,28 @@ def test_a_scope_limited_token_moves_only_its_scopes(rig: Rig) -> None:
     on_server = set(rig.server_versions())
     assert ("repo::acme/web", "pushed") in on_server and ("global", "kept-here") not in on_server
     assert result["pushed"]["applied"] >= 1
+
+
+def test_the_progress_counts_feed_rows_up_to_the_senders_chain_head(rig: Rig, monkeypatch) -> None:
+    """The bar's total comes from each sender's chain head: it ends full, each direction, and never
+    goes back."""
+    from cairn.runtime.sync_client import exchange, open_sides
+
+    for i in range(5):
+        rig.svc.write(rig.alice, "project::staging", f"server-{i}", f"Server side lesson {i}.")
+    a = rig.laptop("a")
+    for i in range(3):
+        a.ok("write", "global", f"laptop-{i}", f"Laptop side lesson {i}.")
+    monkeypatch.setenv("CAIRN_TOKEN", a.token)
+    monkeypatch.setenv(*ENV_MODEL)
+    local, server = open_sides(a.home, url=rig.url)
+    calls: list[tuple[str, int, int]] = []
+    try:
+        exchange(local, server, batch=2, progress=lambda *c: calls.append(c))
+    finally:
+        local.svc.store.dispose()
+    for direction in ("pull", "push"):
+        mine = [(done, total) for d, done, total in calls if d == direction]
+        assert len(mine) >= 2, calls  # a batch of 2 rows: several pages each way
+        assert mine[-1][0] == mine[-1][1] > 0, mine
+        assert [done for done, _ in mine] == sorted(done for done, _ in mine)

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 import typer
 
 sync_app = typer.Typer(
-    help="Exchange lessons with a team server: pull what it has, push what it lacks (resumable).",
+    help="Exchange lessons with a team server (--url URL, else [sync] url; token CAIRN_TOKEN or [sync] "
+    "token_env): pull what it has, push what it lacks, in batches, resumable. Offline: exit 3 (UNREACHABLE).",
     invoke_without_command=True,
 )
 # No bound here: the sync service's (core/sync.py) is checked by the exchange, and importing its
@@ -50,12 +51,12 @@ def sync(ctx: typer.Context, batch: BATCH = None, pull_only: PULL_ONLY = False) 
 
     local, server = _sides()
     with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="syncing") as tick:
-        moved = {"pull": 0, "push": 0}
+        seen: dict[str, tuple[int, int]] = {}
 
-        def progress(direction: str, done: int, _total: int | None) -> None:
-            moved[direction] = done
+        def progress(direction: str, done: int, total: int) -> None:
+            seen[direction] = (done, total)  # the pull's rows, then the push's added to them
             if tick:
-                tick(moved["pull"] + moved["push"], 0)
+                tick(sum(d for d, _ in seen.values()), sum(t for _, t in seen.values()))
 
         result = exchange(local, server, batch=batch, push=not pull_only, progress=progress)
     S.out.ok(result, _summary(result))

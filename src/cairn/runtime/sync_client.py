@@ -49,7 +49,9 @@ STAGES = ("pull-fetched", "pull-applied", "push-sent", "push-recorded")
 COUNTS = ("applied", "skipped", "conflicts")
 
 PEERS_FILE = "sync-peers.json"  # in the home: {server URL: its store id}, written after each exchange starts
-Progress = Callable[[str, int, int | None], None]  # (direction, events so far, events in all when known)
+# (direction, feed rows read so far, feed rows to read in all): a feed page reads audit rows, and the
+# sending store's chain head says how many there are, so the bar has a total without a count query.
+Progress = Callable[[str, int, int], None]
 
 
 def _read_peers(path: Path) -> dict[str, str]:
@@ -248,6 +250,7 @@ def exchange(
     local.remember(server.url, server_id)
     pulled, pushed = Direction(), Direction()
     pull_from, push_from = peer_cursors(local.peer_state(server_id))
+    pull_start, push_start = pull_from, push_from
     server_head: Any = None
     # -- pull --------------------------------------------------------------------------------------
     n = 0
@@ -261,7 +264,7 @@ def exchange(
         pull_from = pulled.cursor = int(page["cursor"])
         server_head = page.get("head")
         if progress:
-            progress("pull", pulled.events, None)
+            progress("pull", pull_from - pull_start, max(int(server_head["seq"]), pull_from) - pull_start)
         if not page.get("more"):
             break
     # -- push --------------------------------------------------------------------------------------
@@ -288,7 +291,7 @@ def exchange(
         push_from = pushed.cursor = int(page["cursor"])
         size = batch
         if progress:
-            progress("push", pushed.events, None)
+            progress("push", push_from - push_start, max(int(local_head["seq"]), push_from) - push_start)
         if not page.get("more"):
             break
     if local_head is None:

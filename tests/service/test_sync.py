@@ -432,3 +432,68 @@ def test_a_batch_from_the_wire_is_checked(pair) -> None:
     with pytest.raises(CairnError) as err:
         laptop.svc.sync_record_pushed(laptop.me, server.id, 1, {"seq": 1, "hash": "nope"})
     assert err.value.code == "INVALID_INPUT"
+
+
+# -- two laptops and a server ------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def trio(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Laptops A and B (SQLite) and a server (SQLite or Postgres)."""
+    urls = [
+        new_store_url(request, "sqlite", tmp_path / "a"),
+        new_store_url(request, "sqlite", tmp_path / "b"),
+        new_store_url(request, request.param, tmp_path / "server"),
+    ]
+    stores = [Store(u) for u in urls]
+    for s in stores:
+        s.ensure_schema()
+    yield tuple(Side(s) for s in stores)
+    for s in stores:
+        s.dispose()
+
+
+def sync(laptop: Side, server: Side) -> None:
+    """What `cairn sync` does for one laptop: pull, then push (each resumable)."""
+    laptop.pull_from(server)
+    server.pull_from(laptop)
+
+
+def test_offline_writes_on_two_laptops_converge_through_the_server(trio) -> None:
+    a, b, server = trio
+    a.svc.write(a.me, S, "from-a", "Written on laptop A offline.")
+    b.svc.write(b.me, S, "from-b", "Written on laptop B offline.")
+    b.svc.write(b.me, "global", "shared", "Both laptops link here.")
+    b.svc.link(b.me, S, "from-b", "global", "shared", "related")
+    for _ in range(2):
+        sync(a, server)
+        sync(b, server)
+    assert a.versions() == b.versions() == server.versions()
+    assert a.value(S, "from-b") == "Written on laptop B offline."
+    assert b.value(S, "from-a") == "Written on laptop A offline."
+    linked = a.svc.neighborhood(a.me, S, "from-b")["nodes"]
+    assert [(n["key"], n["rel"]) for n in linked] == [("shared", "related")]  # links travel too
+    # Nothing is applied twice, nothing echoes: one more round changes no chain.
+    heads = [s.svc.sync_feed(s.me, since=0, limit=1).head for s in (a, b, server)]
+    sync(a, server)
+    sync(b, server)
+    assert [s.svc.sync_feed(s.me, since=0, limit=1).head for s in (a, b, server)] == heads
+    for side in (a, b, server):
+        assert side.svc.audit_verify(side.me)["ok"]
+
+
+def test_forgotten_on_one_laptop_is_active_nowhere_after_the_stale_one_syncs(trio) -> None:
+    a, b, server = trio
+    a.svc.write(a.me, S, "token", "The deploy token is hunter2.")
+    sync(a, server)
+    sync(b, server)
+    b.svc.forget(b.me, S, "token", "a secret")  # while A is offline
+    sync(b, server)
+    # A, stale, writes a recurrence and the same content under a new key, then syncs.
+    a.svc.write(a.me, S, "token", "The deploy token is hunter2.")
+    a.svc.write(a.me, OTHER, "copy", "The deploy token is hunter2.")
+    sync(a, server)
+    sync(b, server)
+    for side in (a, b, server):
+        assert not side.active("The deploy token is hunter2."), side.store.url
+        assert side.svc.audit_verify(side.me)["ok"]

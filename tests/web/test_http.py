@@ -399,3 +399,22 @@ def test_lists_page_with_the_services_cursor(web: Web) -> None:
     second = c.get(link.group(1).replace("&amp;", "&")).text
     assert re.findall(r">(many-\d\d)</a>", second) == ["many-01", "many-00"]
     assert "Next page" not in second and "First page" in second
+
+
+def test_a_held_lesson_is_marked_in_the_review_queue_and_verify_releases_it(web: Web) -> None:
+    """The dashboard shows the tombstone a held lesson resembles (its reason escaped) and its verdicts."""
+    scope = "repo::acme/held"
+    web.svc.write(web.alice_p, scope, "deploy-key", "The staging deploy key is stored in Vault at ops/deploy/staging.")
+    tomb = web.svc.forget(web.alice_p, scope, "deploy-key", f"leaked {XSS}")["tombstone_id"]
+    held = web.svc.write(
+        web.alice_p, scope, "vault-path", "The deploy key for staging is stored in Vault at ops/deploy/staging."
+    )
+    assert held["lesson"]["status"] == "held"
+    c = signed_in(web, web.alice)
+    page = c.get("/ui/review").text
+    assert "vault-path" in page and f"tombstone {tomb}" in page and "Held:" in page
+    assert "<script>window.__pwned" not in page and "&lt;script&gt;" in page
+    reply = c.post("/ui/review/bulk", {"csrf": c.csrf("/ui/review"), "op": "verify", "item": f"{scope} vault-path"})
+    assert reply.status == 303
+    assert state(web, scope, "vault-path")[1] == "verified"
+    assert "vault-path" in {x["key"] for x in web.svc.list(web.alice_p, scope)["lessons"]}

@@ -59,6 +59,7 @@ GUARD_ACTION = "consolidation-guard"  # the audit row a guard writes when it fir
 REVISION_GUARD = "source_revision"  # the same name the gateway's extraction gives its revision guard
 PLAN_ACTION = "consolidate-plan"
 UNDO_ACTION = "consolidate-undo"
+ID_CHUNK = 5000  # ids per IN list (SQLite and Postgres both cap a statement's bound parameters)
 
 _LESSON_COLUMNS = (
     lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.value, lessons.c.kind, lessons.c.trust,
@@ -676,14 +677,15 @@ def _changed_words(change: dict[str, Any], row: dict[str, Any] | None) -> str:
 
 
 def _addresses(conn: Connection, principal: Principal, ids: list[int]) -> dict[int, dict[str, Any]]:
-    if not ids:
-        return {}
-    rows = conn.execute(
-        select(lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.version).where(
-            lessons.c.tenant_id == principal.tenant_id, lessons.c.id.in_(ids)
-        )
-    ).all()
-    return {int(i): {"scope": s, "key": k, "version": v} for i, s, k, v in rows}
+    out: dict[int, dict[str, Any]] = {}
+    for start in range(0, len(ids), ID_CHUNK):  # a plan of a large store names more ids than one IN may bind
+        rows = conn.execute(
+            select(lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.version).where(
+                lessons.c.tenant_id == principal.tenant_id, lessons.c.id.in_(ids[start : start + ID_CHUNK])
+            )
+        ).all()
+        out.update({int(i): {"scope": s, "key": k, "version": v} for i, s, k, v in rows})
+    return out
 
 
 def _t(value: datetime | None) -> str | None:

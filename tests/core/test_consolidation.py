@@ -140,9 +140,17 @@ def test_stale_candidates_are_archived_and_nothing_else_is() -> None:
     actions = plan(records, NOW)
     assert [(x.kind, x.lesson_ids) for x in actions] == [("archive-stale", (stale.id,))]
     assert "120 days" in actions[0].reason
-    assert [x.lesson_ids for x in plan(records, NOW, Params(stale_days=5))] == [
-        (stale.id,), (fresh.id,)
-    ]  # fmt: skip
+    # One action per scope, oldest first.
+    assert [x.lesson_ids for x in plan(records, NOW, Params(stale_days=5))] == [(stale.id, fresh.id)]
+    assert "2 candidate(s)" in plan(records, NOW, Params(stale_days=5))[0].reason
+
+
+def test_stale_candidates_are_batched_per_scope(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(core, "STALE_BATCH", 2)
+    olds = [rec(R, f"n{i}", f"note {i}", vec(i), age_days=100 + i) for i in range(3)]
+    other = rec("repo::acme/web", "w", "web note", vec(5), age_days=100)
+    actions = plan([*olds, other], NOW)
+    assert [x.lesson_ids for x in actions] == [(olds[2].id, olds[1].id), (olds[0].id,), (other.id,)]
 
 
 def test_scopes_filter_and_a_repository_includes_its_branches() -> None:

@@ -50,7 +50,8 @@ def _fill(url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Cairn, Principal, 
     svc.ensure_tenant(p)
     monkeypatch.setenv(FAKE_NOW_ENV, THEN)
     for i in range(STALE):
-        svc.write(p, f"repo::acme/r{i % 5}", f"note-{i}", f"One-off note number {i} about step {i * 7}")
+        # One scope each: stale candidates are archived one action per scope.
+        svc.write(p, f"repo::acme/r{i}", f"note-{i}", f"One-off note number {i} about step {i * 7}")
     for i in range(TWINS):
         for branch in ("feat-a", "feat-b"):
             svc.write(p, f"branch::acme/api::{branch}", f"rule-{i}", f"Rule {i}: always rebuild the cache {i} times")

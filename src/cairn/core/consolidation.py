@@ -19,8 +19,9 @@ The actions, in the order a plan lists them:
   that scope already holds it.
 * ``flag-contradiction`` — a pair in one scope that is close in meaning and words but of opposite
   polarity (``core/similarity.is_contradiction``), not already linked ``contradicts``.
-* ``archive-stale`` — a candidate seen once (one sighting, ``seen_count`` 1), never marked helped,
+* ``archive-stale`` — candidates seen once (one sighting, ``seen_count`` 1), never marked helped,
   and unchanged for more than ``stale_days``; not one linked ``contradicts`` (a person decides those).
+  One action per scope (``STALE_BATCH`` lessons at most).
 
 A lesson takes part in at most one action of a plan: every action records the versions it read,
 and an earlier action writing a lesson would make a later one that read it fail its guard.
@@ -70,6 +71,7 @@ DEFAULT_SCHEDULE = "daily"
 MIN_SCHEDULE = timedelta(minutes=5)  # a plan reads the whole store: never more often than this
 MAX_STALE_DAYS = 36500
 PROMOTE_MIN_SCOPES = 2  # distinct narrower scopes a lesson must recur in before it is proposed one rung up
+STALE_BATCH = 200  # stale candidates of one scope archived by one action (one transaction)
 # Products held at once by the neighbour search: block rows × group size floats (80 MB at 20M).
 PRODUCT_BUDGET = 20_000_000
 
@@ -370,20 +372,29 @@ def _contradiction_flags(
 
 
 def _stale(records: Sequence[Record], now: datetime, stale_days: int, used: set[int]) -> list[Proposal]:
+    """Stale candidates, one action per scope (at most ``STALE_BATCH`` lessons each, oldest first):
+    a person reviews "these 40 one-off notes in repo::x" at once, and an action is one transaction,
+    so a store with thousands of them is not thousands of commits."""
     cutoff = now - timedelta(days=stale_days)
-    proposals = []
-    for r in sorted(records, key=lambda r: (r.scope, r.id)):
+    by_scope: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
         if r.id in used or r.trust != "candidate" or r.seen_count > 1 or r.sessions > 1 or r.helped > 0:
             continue
-        if r.updated_at > cutoff:
-            continue
-        days = (now - r.updated_at).days
-        reason = (
-            f"a candidate in {r.scope} seen once, never marked helped, unchanged for {days} days "
-            f"(stale after {stale_days}): archived, restorable"
-        )
-        proposals.append(Proposal("archive-stale", (r.id,), reason))
-        used.add(r.id)
+        if r.updated_at <= cutoff:
+            by_scope[r.scope].append(r)
+    proposals = []
+    for scope in sorted(by_scope):
+        group = sorted(by_scope[scope], key=lambda r: (r.updated_at, r.id))
+        for start in range(0, len(group), STALE_BATCH):
+            chunk = group[start : start + STALE_BATCH]
+            oldest, newest = (now - chunk[0].updated_at).days, (now - chunk[-1].updated_at).days
+            days = f"{newest}" if oldest == newest else f"{newest}-{oldest}"
+            reason = (
+                f"{len(chunk)} candidate(s) in {scope} seen once, never marked helped, unchanged for {days} days "
+                f"(stale after {stale_days}): archived, restorable: " + ", ".join(r.key for r in chunk)
+            )
+            proposals.append(Proposal("archive-stale", tuple(r.id for r in chunk), reason))
+            used.update(r.id for r in chunk)
     return proposals
 
 

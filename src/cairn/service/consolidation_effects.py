@@ -23,7 +23,7 @@ from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
 from cairn.service import audit, limits
 from cairn.service.lessons import Lessons
-from cairn.service.mutate import apply
+from cairn.service.mutate import Change, apply, apply_many
 from cairn.service.records import fetch, fetch_id, status
 from cairn.service.tombstones import check_tombstones
 from cairn.service.write_input import make_write
@@ -209,10 +209,14 @@ def flag_contradiction(
 def archive_stale(
     conn: Connection, acting: Principal, rows: list[dict[str, Any]], now: datetime, detail: dict[str, Any]
 ) -> Effects:
+    """Archive every stale candidate of the action in one batch (a version and an audit row each)."""
     fx = Effects()
-    (row,) = rows
-    acting.require(WRITE, row["scope"])
-    fx.change(conn, acting, row, {"archived_at": now}, "archive", now, detail)
+    for row in rows:
+        acting.require(WRITE, row["scope"])
+        fx.prior[row["id"]] = {"archived_at": None}
+    changes = [Change(row, {**row, "archived_at": now}, "archive", detail) for row in rows]
+    for out in apply_many(conn, acting, changes, now):
+        fx.written[out["id"]] = out["version"]
     return fx
 
 

@@ -251,3 +251,17 @@ def test_a_purge_after_the_plan_stops_every_derived_write(svc: Cairn, fixed: Pri
     assert {a["status"] for a in result["actions"]} == {"skipped"}
     assert _state(svc, fixed)["lessons"] == purged
     svc.audit_verify(fixed)
+
+
+def test_a_promotion_that_restates_forgotten_content_is_held(svc: Cairn, me: Principal) -> None:
+    svc.write(me, FEAT_A, "utc", "Store timestamps in UTC in the database")
+    svc.write(me, FEAT_B, "utc-db", "Store timestamps in UTC in the database.")
+    svc.write(me, WEB, "utc-web", "Store every timestamp in UTC in the database")
+    svc.forget(me, WEB, "utc-web", "we store local time now")  # before the plan: its epoch is the plan's
+    result = svc.consolidate_apply(me)
+    (promote,) = [a for a in result["actions"] if a["kind"] == "promote"]
+    assert promote["status"] == "applied"
+    with pytest.raises(CairnError):
+        svc.read(me, API, "utc-db")  # held: out of every read until a person decides
+    (queued,) = svc.review_queue(me, scope=API)["candidates"]  # the newer source's key: utc-db
+    assert (queued["held"]["scope"], queued["held"]["key"]) == (WEB, "utc-web")

@@ -17,11 +17,11 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 
-from cairn.core.lesson import SUPERSEDES
+from cairn.core.lesson import HELD, SUPERSEDES
 from cairn.core.principal import WRITE, Principal
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
-from cairn.service import audit, limits
+from cairn.service import audit, limits, paraphrase
 from cairn.service.lessons import Lessons
 from cairn.service.mutate import Change, apply, apply_many
 from cairn.service.records import fetch, fetch_id, status
@@ -179,7 +179,12 @@ def promote(
     limits.check_write(conn, settings, acting, inp.value, creating=True)
     state = lessons.new_state(acting, inp, inp.content_hash, now, candidate=True)
     sources = [{"scope": r["scope"], "key": r["key"]} for r in rows]
-    created = apply(conn, acting, None, state, "create", now, detail={**detail, "derived_from": sources})
+    made = {**detail, "derived_from": sources}
+    hold = paraphrase.hold_for(conn, acting, inp.value)
+    if hold is not None:  # restates forgotten content: held out of every read, as any write would be
+        state["trust"] = HELD
+        made.update(hold.detail())
+    created = apply(conn, acting, None, state, "create", now, detail=made)
     fx.created = created["id"]
     fx.written[created["id"]] = created["version"]
     for r in rows:

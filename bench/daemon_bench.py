@@ -11,7 +11,11 @@ SessionStart hook), in local mode on the same lessons: the store's active lesson
 LoreKit local store (``lorekit_bench.write_memory``), its hook and list run in a git checkout of
 ``acme/api`` on ``main``.
 Prints a table against the targets, writes ``bench/out/daemon.json`` (compared with the previous
-run) and ``bench/out/daemon.png``.
+run) and ``bench/out/daemon.png``. Beside each wall-clock median: the CPU time of the calling process
+(``getrusage`` of the child) and, with the daemon, the daemon's own CPU per call (``/proc``): on a
+shared machine CPU time moves far less with the load than wall time. Cairn's sources are compiled
+to bytecode first (an installed package has its ``.pyc``; an editable checkout under
+``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module in every process).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 OUT = ROOT / "bench" / "out"
 PY = sys.executable
-TARGET_MS = {"write": 100, "read": 100, "list": 100, "search": 100, "hook session-start": 100}
+TARGET_MS = {"write": 100, "read": 100, "list": 100, "search": 100, "recall": 150, "hook session-start": 100}
 PAYLOAD = {"session_id": "SESSION", "hook_event_name": "SessionStart", "source": "startup"}
 
 
@@ -40,15 +45,39 @@ def load() -> float:
 
 
 def run(home: Path, args: list[str], env: dict[str, str], stdin: str | None = None) -> float:
+    return run_cpu(home, args, env, stdin)[0]
+
+
+def run_cpu(home: Path, args: list[str], env: dict[str, str], stdin: str | None = None) -> tuple[float, float]:
+    """One process: wall milliseconds, and the CPU milliseconds it used (user + system)."""
     if stdin and "SESSION" in stdin:  # a new agent session per call, as a real session start is
         stdin = stdin.replace("SESSION", f"bench-{time.time_ns()}")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     cmd = [PY, *args] if args[:1] == ["-c"] else [PY, "-m", "cairn.cli.main", *args]
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, cwd=home, timeout=600)
     elapsed = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"cairn {' '.join(args)} failed: {proc.stderr.strip()[:300]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return elapsed, cpu
+
+
+def process_cpu_ms(pid: int) -> float:
+    """CPU milliseconds a running process has used so far (Linux ``/proc``; clock-tick resolution)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def compile_sources() -> None:
+    """Bytecode for Cairn's sources, as an installed package has: without it every process of an
+    editable checkout under ``PYTHONDONTWRITEBYTECODE`` compiles each module it imports."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "src")], env=env, check=True, capture_output=True)
 
 
 def copy_store(src: Path | None, home: Path, size: int) -> None:
@@ -110,15 +139,18 @@ def lorekit_setup(db: Path, work: Path) -> tuple[list[str], dict[str, str], Path
     return ["node", str(peer / "bin" / "lorekit.mjs")], env, work / "lk-checkout"
 
 
-def lorekit_run(cmd: list[str], env: dict[str, str], cwd: Path, stdin: str | None) -> float:
+def lorekit_run(cmd: list[str], env: dict[str, str], cwd: Path, stdin: str | None) -> tuple[float, float]:
+    """One LoreKit CLI process: wall and CPU milliseconds, as ``run_cpu`` measures Cairn's."""
     if stdin and "SESSION" in stdin:
         stdin = stdin.replace("SESSION", f"bench-{time.time_ns()}")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
     elapsed = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"lorekit {' '.join(cmd[2:])} failed: {proc.stderr.strip()[:300]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
 def measure(
@@ -128,9 +160,11 @@ def measure(
     ``{"lessons", "python_c_pass_ms", "rows": [{"op", "daemon_p50_ms", "no_daemon_p50_ms", ...}]}``."""
     work = Path(tempfile.mkdtemp(prefix="cairn-daemon-bench-"))
     home = work / "home"
+    compile_sources()
     copy_store(store, home, size)
     base = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_SERVE_AUTO_START": "0"}
     base.pop("CAIRN_NO_DAEMON", None)
+    base.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode
     lessons = json.loads(
         subprocess.run(
             [PY, "-m", "cairn.cli.main", "--json", "status"],
@@ -158,6 +192,7 @@ def measure(
         "list": (["list", "--limit", "20"], None),
         "search": (["search", "retries and caches", "--limit", "5"], None),
         "search --mode fts": (["search", "retries", "--mode", "fts", "--limit", "5"], None),
+        "recall": (["recall", "--text", "TimeoutError: upstream timed out after 3 retries"], None),
         "context": (["context", "--repo", "acme/api", "--branch", "main"], None),
         "hook session-start": (["hook", "session-start", "--host", "claude-code"], json.dumps(PAYLOAD)),
     }
@@ -190,14 +225,21 @@ def measure(
             run(home, [a if a != "KEY" else f"w{next(counter)}" for a in argv_], base, stdin)
         for name, (argv_, stdin) in ops.items():
             warm, cold, loads, peer = [], [], [], []
+            warm_cpu, cold_cpu, daemon_cpu, peer_cpu = [], [], [], []
             for i in range(max(runs, cold_runs)):
                 call = [a if a != "KEY" else f"w{next(counter)}" for a in argv_]
                 loads.append(load())
                 if i < runs:
-                    warm.append(run(home, call, base, stdin))
+                    served = process_cpu_ms(daemon.pid)
+                    wall, cpu = run_cpu(home, call, base, stdin)
+                    daemon_cpu.append(process_cpu_ms(daemon.pid) - served)
+                    warm.append(wall)
+                    warm_cpu.append(cpu)
                 if i < cold_runs:
                     call = [a if a != "KEY" else f"w{next(counter)}" for a in argv_]
-                    cold.append(run(home, call, {**base, "CAIRN_NO_DAEMON": "1"}, stdin))
+                    wall, cpu = run_cpu(home, call, {**base, "CAIRN_NO_DAEMON": "1"}, stdin)
+                    cold.append(wall)
+                    cold_cpu.append(cpu)
                 if lorekit is not None and name in lk_ops and i < cold_runs:
                     node, lk_env, checkout = lorekit
                     lk_call = [
@@ -207,14 +249,21 @@ def measure(
                     lk_stdin = None
                     if name == "hook session-start":  # the same payload, from the checkout
                         lk_stdin = json.dumps({**PAYLOAD, "cwd": str(checkout)})
-                    peer.append(lorekit_run([*node, *lk_call], lk_env, checkout, lk_stdin))
+                    wall, cpu = lorekit_run([*node, *lk_call], lk_env, checkout, lk_stdin)
+                    peer.append(wall)
+                    peer_cpu.append(cpu)
             rows.append(
                 {
                     "op": name,
                     "daemon_p50_ms": round(statistics.median(warm), 1),
+                    # CPU of the calling process, and the daemon's own per call (a mean: /proc counts ticks)
+                    "daemon_client_cpu_ms": round(statistics.median(warm_cpu), 1),
+                    "daemon_cpu_ms": round(statistics.fmean(daemon_cpu), 1),
                     "no_daemon_p50_ms": round(statistics.median(cold), 1),
+                    "no_daemon_cpu_ms": round(statistics.median(cold_cpu), 1),
                     "target_ms": TARGET_MS.get(name),
                     "lorekit_p50_ms": round(statistics.median(peer), 1) if peer else None,
+                    "lorekit_cpu_ms": round(statistics.median(peer_cpu), 1) if peer_cpu else None,
                     "load": round(statistics.median(loads), 2),
                 }
             )
@@ -250,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nEvery command through the daemon, end to end, {lessons:,} lessons (medians; load = 1-min average)\n")
     print(f"(python -c pass: {python_ms} ms at load {load():.2f})\n")
     print(
-        f"| operation | daemon p50 | no daemon p50 | LoreKit p50 | target | met | load | vs previous |\n|{'---|' * 8}"
+        "| operation | daemon p50 | CPU: client + daemon | no daemon p50 | CPU | LoreKit p50 | CPU | target | met "
+        f"| load | vs previous |\n|{'---|' * 11}"
     )
     for r in rows:
         target = r["target_ms"]
@@ -258,8 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         prev = before.get(r["op"])  # type: ignore[arg-type]
         delta = f"{(r['daemon_p50_ms'] / prev['daemon_p50_ms'] - 1) * 100:+.0f}%" if prev else ""  # type: ignore[operator]
         print(
-            f"| {r['op']} | {r['daemon_p50_ms']} ms | {r['no_daemon_p50_ms']} ms | "
+            f"| {r['op']} | {r['daemon_p50_ms']} ms | {r['daemon_client_cpu_ms']} + {r['daemon_cpu_ms']} ms | "
+            f"{r['no_daemon_p50_ms']} ms | {r['no_daemon_cpu_ms']} ms | "
             f"{'' if r['lorekit_p50_ms'] is None else str(r['lorekit_p50_ms']) + ' ms'} | "
+            f"{'' if r['lorekit_cpu_ms'] is None else str(r['lorekit_cpu_ms']) + ' ms'} | "
             f"{'' if target is None else f'≤ {target} ms'} | {met} | {r['load']} | {delta} |"
         )
     previous.write_text(json.dumps(result, indent=2))

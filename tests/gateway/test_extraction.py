@@ -209,7 +209,7 @@ def test_an_extracted_lesson_that_restates_forgotten_content_is_held(gw: Rig, ac
     gw.svc.write(account.p, "repo::acme/widget", "old-migrate-advice", forgotten)
     tomb = gw.svc.forget(account.p, "repo::acme/widget", "old-migrate-advice", "wrong: the fixture migrates")
     _turn(gw, account, "x-held", "The integration tests fail with no such table: users.")
-    recorded.get(timeout=60)
+    conv = recorded.get(timeout=60)["conversation"]
     result = extracted.get(timeout=60)
     assert result["written"] == [
         {"scope": "repo::acme/widget", "key": "migrate-before-integration", "action": "created"}
@@ -219,3 +219,7 @@ def test_an_extracted_lesson_that_restates_forgotten_content_is_held(gw: Rig, ac
     assert err.value.code == "NOT_FOUND" and "held" in err.value.message
     queue = {c["key"]: c for c in gw.svc.review_queue(account.p)["candidates"]}
     assert queue["migrate-before-integration"]["held"]["tombstone_id"] == tomb["tombstone_id"]
+    # Forgetting the conversation takes the held candidate drawn only from it, as it takes a candidate.
+    report = gw.svc_conversations.forget(account.p, conv, candidates="purge")
+    assert report["purged"] == [{"scope": "repo::acme/widget", "key": "migrate-before-integration"}]
+    assert "migrate-before-integration" not in {c["key"] for c in gw.svc.review_queue(account.p)["candidates"]}

@@ -98,6 +98,8 @@ class Applier:
     _seen: set[str] = field(default_factory=set)
     _records: list[dict[str, Any]] = field(default_factory=list)
     _fresh: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # New lessons held back to be inserted together: address -> (lesson row, version row, ledger entry).
+    _pending: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = field(default_factory=dict)
     _audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (event uid, entry), in order
     _seqs: dict[str, int] = field(default_factory=dict)  # event uid -> the audit row it wrote
     _lessons: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
@@ -132,8 +134,7 @@ class Applier:
             else:
                 self.applied += 1
             self._record(ev, outcome, seq)
-        self._flush_index()
-        self._flush_audit()
+        self._flush_all()
         for rec in self._records:
             rec["seq"] = self._seqs.get(rec["uid"], rec["seq"])
         if self._records:
@@ -178,16 +179,54 @@ class Applier:
         return {uid for (uid, _), close in zip(texts, near, strict=True) if close}
 
     def _lesson(self, scope: str, key: str) -> dict[str, Any] | None:
+        if (scope, key) in self._pending:
+            self._flush_creates()
         if (scope, key) not in self._lessons:
             self._lessons[(scope, key)] = fetch(self.conn, self.principal, scope, key)
         return self._lessons[(scope, key)]
 
     def _flush_audit(self) -> None:
         """Write the held ledger rows, in order (before any other write to the chain)."""
+        self._flush_creates()
         if self._audit:
             seqs = audit.record_many(self.conn, self.principal, [entry for _, entry in self._audit])
             self._seqs.update((uid, seq) for (uid, _), seq in zip(self._audit, seqs, strict=True))
             self._audit.clear()
+
+    def _flush_creates(self) -> None:
+        """Insert the held new lessons, their versions and tags, each statement once for all of them;
+        their ledger entries (still held, in order) learn the lesson ids and state hashes here."""
+        if not self._pending:
+            return
+        items = list(self._pending.values())
+        self._pending.clear()
+        result = self.conn.execute(mutate.INSERT_LESSON_RETURNING, [row for row, _, _ in items])
+        ids = [r[0] for r in result]
+        tenant = self.principal.tenant_id
+        for (row, version, entry), lesson_id in zip(items, ids, strict=True):
+            row["id"] = version["lesson_id"] = entry["lesson_id"] = lesson_id
+            entry["state_hash"] = state_proof.lesson_hash(row)
+            entry["versions_hash"] = state_proof.versions_hash([version])
+            self._lessons[(row["scope"], row["key"])] = row
+        self.conn.execute(mutate.INSERT_VERSION, [version for _, version, _ in items])
+        tags = [
+            {"tenant_id": tenant, "lesson_id": row["id"], "tag": t}
+            for row, _, _ in items
+            for t in json.loads(row["tags"])
+        ]
+        if tags:
+            self.conn.execute(mutate.INSERT_TAGS, tags)
+        for row, _, _ in items:
+            if status(row, self.now) == "active":
+                self._fresh[row["id"]] = row  # indexed with the batch's other new lessons, in one go
+            else:
+                indexing.sync_many(self.conn, [(row, False, True)])
+
+    def _flush_all(self) -> None:
+        """Everything held back, in dependency order: the rows, then their indexes, then the ledger."""
+        self._flush_creates()
+        self._flush_index()
+        self._flush_audit()
 
     def _changed_elsewhere(self) -> None:
         """Another path changed lessons or tombstones: what the batch read once is read again."""
@@ -273,8 +312,7 @@ class Applier:
             return handler(ev)
         # The other kinds write the chain and the lessons through other paths: what the batch holds
         # back is written first, and what it read once is read again after.
-        self._flush_index()
-        self._flush_audit()
+        self._flush_all()
         try:
             return handler(ev)
         finally:
@@ -375,8 +413,6 @@ class Applier:
         else:
             state["conflicted_at"] = (existing or {}).get("conflicted_at")
         row, version = self._write_version(existing, state, v, current=current)
-        if superseded is not None and current:
-            self._supersession_link(row, superseded)
         detail: dict[str, Any] = {
             "sync": self._sync(ev),
             "action": v["action"],
@@ -389,10 +425,9 @@ class Applier:
             detail["claimed"] = claims
         if hold is not None:
             detail.update(hold.detail())
-        self._lessons[(row["scope"], row["key"])] = row
         entry = {
             "action": "sync",
-            "lesson_id": row["id"],
+            "lesson_id": row.get("id"),
             "scope": row["scope"],
             "key": row["key"],
             "version_before": before_version,
@@ -401,10 +436,15 @@ class Applier:
             "hash_after": row["content_hash"],
             "detail": detail,
             "at": self.now,
-            "state_hash": state_proof.lesson_hash(row),
-            "versions_hash": state_proof.versions_hash([version]),
         }
+        if existing is None:  # held back, inserted with the batch's other new lessons
+            self._pending[(row["scope"], row["key"])] = (row, version, entry)
+        else:
+            entry.update(state_hash=state_proof.lesson_hash(row), versions_hash=state_proof.versions_hash([version]))
+            self._lessons[(row["scope"], row["key"])] = row
         self._audit.append((ev.uid, entry))  # written with the batch's other rows, in order
+        if superseded is not None and current:
+            self._supersession_link(row, superseded)
         return ("conflict" if conflict else "applied"), None
 
     def _may_match(self, v: dict[str, Any]) -> bool:
@@ -444,7 +484,7 @@ class Applier:
         else:
             state["archived_at"] = None
         if superseded is not None:
-            target = fetch(self.conn, self.principal, *_address(superseded))
+            target = self._lesson(*_address(superseded))
             state["superseded_by"] = target["id"] if target is not None else None
         elif v["action"] in ("create", "update") or existing is None:
             state["superseded_by"] = None
@@ -464,45 +504,40 @@ class Applier:
     def _write_version(
         self, existing: dict[str, Any] | None, state: dict[str, Any], v: dict[str, Any], *, current: bool
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Insert or update the lesson row, append the version, keep tags and indexes in step.
+        """Update the lesson row, append the version, keep tags and indexes in step; a new lesson is
+        held back and inserted with the batch's others (``_flush_creates``).
 
-        Returns the lesson row and the version row as written (what the ledger row hashes). The
-        statements are the mutation path's own, built once (``service/mutate.py``).
+        Returns the lesson row and the version row (what the ledger row hashes). The statements are
+        the mutation path's own, built once (``service/mutate.py``).
         """
         tenant = self.principal.tenant_id
         values = {k: state.get(k) for k in _LESSON_COLUMNS}
         if existing is None or current:
             values.update(updated_at=v["recorded_at"], updated_by=v["actor"])
-        if existing is None:
-            values.update(version=1, tenant_id=tenant)
-            lesson_id = self.conn.execute(mutate.INSERT_LESSON, values).inserted_primary_key[0]
-        else:
-            lesson_id = existing["id"]
-            self._flush_index(lesson_id)
-            values.update(version=existing["version"] + 1, tenant_id=tenant)
-            self.conn.execute(mutate.UPDATE_LESSON, {**values, "b_tenant": tenant, "b_id": lesson_id})
-        row = {"id": lesson_id, **values}
+        number = 1 if existing is None else existing["version"] + 1
+        values.update(version=number, tenant_id=tenant)
         version = {
             "tenant_id": tenant,
-            "lesson_id": lesson_id,
-            "version": row["version"],
+            "lesson_id": None if existing is None else existing["id"],
+            "version": number,
             **{k: v[k] for k in _VERSION_COLUMNS},
             "parents": json.dumps(v["parents"]),
         }
+        if existing is None:
+            return values, version  # held back: the lesson id comes with the batch's inserts (_flush_creates)
+        lesson_id = existing["id"]
+        self._flush_index(lesson_id)
+        self.conn.execute(mutate.UPDATE_LESSON, {**values, "b_tenant": tenant, "b_id": lesson_id})
+        row = {"id": lesson_id, **values}
         self.conn.execute(mutate.INSERT_VERSION, version)
-        if existing is None or existing["tags"] != row["tags"]:
-            if existing is not None:
-                self.conn.execute(mutate.DELETE_TAGS, {"b_tenant": tenant, "b_id": lesson_id})
+        if existing["tags"] != row["tags"]:
+            self.conn.execute(mutate.DELETE_TAGS, {"b_tenant": tenant, "b_id": lesson_id})
             tags = json.loads(row["tags"])
             if tags:
                 self.conn.execute(
                     mutate.INSERT_TAGS, [{"tenant_id": tenant, "lesson_id": lesson_id, "tag": t} for t in tags]
                 )
-        active = status(row, self.now) == "active"
-        if existing is None and active:
-            self._fresh[lesson_id] = row  # indexed with the batch's other new lessons, in one go
-        else:
-            indexing.sync_many(self.conn, [(row, active, existing is None)])
+        indexing.sync_many(self.conn, [(row, status(row, self.now) == "active", False)])
         return row, version
 
     def _flush_index(self, lesson_id: int | None = None) -> None:
@@ -513,7 +548,8 @@ class Applier:
 
     def _supersession_link(self, row: dict[str, Any], superseded: dict[str, Any]) -> None:
         """A superseded version names its successor: the ``supersedes`` link, as supersede writes it."""
-        successor = fetch(self.conn, self.principal, *_address(superseded))
+        self._flush_creates()  # the row's id
+        successor = self._lesson(*_address(superseded))
         if successor is None:
             return
         exists = self.conn.execute(

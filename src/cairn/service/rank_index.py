@@ -259,14 +259,16 @@ class RankIndex:
             parts.append(self._rows_to_arrays(chunk))
         self.arrays = Arrays.concat(parts)
 
-    def _reload_ids(self, conn: Connection, ids: list[int]) -> bool:
-        """Re-read the changed lessons; True when rows came or went or a row moved on the ladders.
+    def _reload_ids(self, conn: Connection, ids: list[int]) -> np.ndarray | None:
+        """Re-read the changed lessons. Returns the positions of the rows that came (new lessons,
+        after every row that kept its place), or None when rows went or a row moved on the ladders.
 
         The arrays are never written in place (a reader that took them before this refresh goes on
         ranking its own snapshot): when every changed lesson is still held and only its numbers
         changed (feedback, a recurrence, an edit, a new vector), only the columns that differ are
         copied and patched, and the rows keep their places, so what context derived from where
-        rows are (``_eligible``) stays valid. Otherwise the rows are rebuilt once.
+        rows are (``_eligible``) stays valid or is extended by the new rows. Otherwise the rows are
+        rebuilt once.
         """
         fresh = []
         for start in range(0, len(ids), 500):
@@ -287,7 +289,7 @@ class RankIndex:
             old = replace(old, half=np.zeros((len(old.ids), new.half.shape[1]), dtype=np.float16))
         held = np.nonzero(np.isin(old.ids, np.asarray(ids, dtype=np.int64)))[0]
         slot = {int(i): n for n, i in enumerate(new.ids)}
-        if len(held) == len(new.ids) and all(int(i) in slot for i in old.ids[held]):
+        if all(int(i) in slot for i in old.ids[held]):  # nothing left: values changed, rows may have come
             source = np.fromiter((slot[int(i)] for i in old.ids[held]), dtype=np.int64, count=len(held))
             patched: dict[str, np.ndarray] = {}
             for f in _FIELDS:
@@ -297,11 +299,17 @@ class RankIndex:
                     column[held] = values
                     patched[f] = column
             self.arrays = replace(old, **patched)
-            return any(f in patched for f in _PLACE_FIELDS)
+            if any(f in patched for f in _PLACE_FIELDS):
+                return None
+            came = np.ones(len(new.ids), dtype=bool)
+            came[source] = False
+            if came.any():  # new lessons go after the rows that keep their places (one copy per column)
+                self.arrays = Arrays.concat([self.arrays, new.take(np.nonzero(came)[0])])
+            return np.arange(len(old.ids), len(self.arrays.ids))
         keep = np.ones(len(old.ids), dtype=bool)
         keep[held] = False
         self.arrays = Arrays.concat([old.take(np.nonzero(keep)[0]), new])
-        return True
+        return None
 
     def refresh(self, conn: Connection, model: str, vectors: bool = False) -> None:
         """Bring the index up to the tenant's last audit row and newest vectors (in a read transaction).
@@ -349,13 +357,14 @@ class RankIndex:
                         .distinct()
                     ).scalars()
                 )
-            moved = True
+            came: np.ndarray | None = np.empty(0, dtype=np.int64)  # nothing of a lesson changed
             if len(changed) > FULL_RELOAD_AT:
+                came = None
                 self._load_all(conn)
             elif changed:
-                moved = self._reload_ids(conn, sorted(changed))
+                came = self._reload_ids(conn, sorted(changed))
             self.unsaved += len(changed)
-            self._follow(conn, changed, moved)
+            self._follow(conn, changed, came)
         self.seq = last
         self.version += 1
         if self.persist is not None:
@@ -365,14 +374,15 @@ class RankIndex:
                 rank_cache.save(self, conn, self.persist)
                 self.unsaved = 0
 
-    def _follow(self, conn: Connection, changed: set[int], moved: bool) -> None:
+    def _follow(self, conn: Connection, changed: set[int], came: np.ndarray | None) -> None:
         """Bring what context memoized for the last version up to this one, for the changed lessons only.
 
         The top sets' rows (``texts``) lose the changed lessons (a forgotten lesson's text is never
         served again); each term's matches (``terms``) are asked again for the changed lessons only;
-        eligible sets and ``id_order`` depend on where rows are and stay while no row ``moved``.
-        Anything else memoized is dropped. New dicts, not edits of the old ones: a reader that took
-        them before this refresh keeps its snapshot.
+        eligible sets depend on where rows are: they stay while rows only kept their places, gain
+        the rows that ``came`` (``_extend_eligible``), and are dropped when rows went or moved
+        (``came`` None). Anything else memoized is dropped. New objects, not edits of the old ones:
+        a reader that took them before this refresh keeps its snapshot.
         """
         from cairn.store import search_index as ix
 
@@ -390,10 +400,71 @@ class RankIndex:
                 )
                 for term, matches in terms.items()
             }
-        if not moved:
+        if came is not None and not len(came):
             kept.update((k, v) for k, v in self.memo.items() if isinstance(k, tuple) or k == "id_order")
+        elif came is not None:
+            from cairn.core.timeparse import utcnow
+
+            now_ts = utcnow().timestamp()
+            for k, v in self.memo.items():
+                if isinstance(k, tuple):
+                    extended = self._extend_eligible(list(k), v, came, now_ts)
+                    if extended is not None:
+                        kept[k] = extended
         self.memo.clear()
         self.memo.update(kept)
+
+    def _extend_eligible(self, visible: list[str], memo: tuple[Any, ...], came: np.ndarray, now_ts: float) -> Any:
+        """A ladder's eligible set (``service/context.py``'s ``_eligible``) with new rows added, or None
+        when it is simpler to compute it again (a shadowing it cannot decide alone).
+
+        A new row on the ladder, not expired, is eligible unless a row of the same key on a narrower
+        rung is; it takes the place of one on a broader rung. Its expiry bounds the set's validity,
+        as every ladder row's does. ``now_ts`` is read before the context call's own clock, so a row
+        expiring in between makes the set stale at that call, which then computes it again.
+        """
+        valid_until, pos, rung, id_order = memo
+        a = self.arrays
+        rung_by_scope = {scope: n for n, scope in enumerate(visible)}
+        drop: list[int] = []
+        add_pos: list[int] = []
+        add_rung: list[int] = []
+        for p in came:
+            g = rung_by_scope.get(self.scopes[a.scope[p]], -1)
+            expires = float(a.expires[p])
+            if g < 0 or expires <= now_ts:
+                continue
+            valid_until = min(valid_until, expires)
+            key = a.key[p]
+            same = [int(i) for i in np.nonzero(a.key[pos] == key)[0] if int(i) not in drop]
+            same_new = [n for n, q in enumerate(add_pos) if a.key[q] == key]
+            if same_new:
+                return None  # two new rows of one key: leave it to a full computation
+            if same:
+                g0 = int(rung[same[0]])
+                if g0 < g:
+                    continue  # a narrower rung holds this key
+                if g0 == g:
+                    return None
+                drop.extend(same)
+            add_pos.append(int(p))
+            add_rung.append(g)
+        if not add_pos and not drop:
+            return valid_until, pos, rung, id_order
+        if drop:
+            keep = np.ones(len(pos), dtype=bool)
+            keep[drop] = False
+            pos, rung = pos[keep], rung[keep]
+        before = len(pos)
+        pos = np.concatenate([pos, np.asarray(add_pos, dtype=pos.dtype)])
+        rung = np.concatenate([rung, np.asarray(add_rung, dtype=rung.dtype)])
+        ids = a.ids[pos]
+        if drop or (before and ids[before:].min() <= ids[:before].max()):
+            id_order = np.argsort(ids, kind="stable")
+        else:  # the new lessons have the newest ids: they sort last, in the order they came
+            tail = np.arange(before, len(pos))
+            id_order = np.concatenate([id_order, tail[np.argsort(ids[before:], kind="stable")]])
+        return valid_until, pos, rung, id_order
 
     def id_order(self) -> np.ndarray:
         """``arrays.ids``' sorting permutation, for :func:`rows_of` (memoized per version: call under ``lock``)."""

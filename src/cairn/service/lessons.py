@@ -90,7 +90,7 @@ class Lessons:
         if claims:
             inp = replace(inp, claimed=claims_json(claims), merge_claims=True)
         principal.require(WRITE, inp.scope)
-        paraphrase.prepare(self.store, principal.tenant_id, inp.value)  # the model runs before the lock
+        paraphrase.prepare(self.store, principal, inp.value)  # the model runs before the lock
         # A scope bound to an org is written there (write_tx adds "routed_to").
         return write_tx(self.store, principal, lambda conn, acting: self.write_in(conn, acting, inp), route=inp.scope)
 

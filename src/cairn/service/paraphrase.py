@@ -101,17 +101,27 @@ def _text_key(text: str) -> tuple[str, str]:
     return indexing.configured_model(), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def prepare(store: Store, tenant_id: str, text: str, *, always: bool = False) -> None:
-    """Embed ``text`` now, outside any transaction, when this process last saw the tenant holding
-    tombstone vectors (``always``: whatever it saw, e.g. forget, which stores the vector)."""
-    seen = _tenants_with_vectors.get((str(store.engine.url), tenant_id, indexing.configured_model()))
+def prepare(store: Store, principal: Principal, text: str, *, always: bool = False) -> None:
+    """Embed ``text`` now, outside any transaction, when the tenant holds tombstone vectors as this
+    process last saw it (``always``: whatever it saw, e.g. forget, which stores the vector). The
+    first write of a tenant in a process looks once (one count, in a read transaction): a one-shot
+    command's model load is then outside the write lock too."""
+    model = indexing.configured_model()
+    key = (str(store.engine.url), principal.tenant_id, model)
+    seen = _tenants_with_vectors.get(key)
+    if seen is None and not always:
+        from cairn.service.tx import read_tx
+
+        params = {"tenant": principal.tenant_id, "model": model}
+        seen = read_tx(store, principal, lambda conn: conn.execute(_STAMP, params).one()[1] > 0)
+        _tenants_with_vectors[key] = seen
     if not (always or seen):
         return
-    key = _text_key(text)
+    ready = _text_key(text)
     vector = embed_alone([text])[0]
     with _lock:
-        _ready[key] = vector
-        _ready.move_to_end(key)
+        _ready[ready] = vector
+        _ready.move_to_end(ready)
         while len(_ready) > _READY_MAX:
             _ready.popitem(last=False)
 

@@ -152,7 +152,7 @@ class Tombstones:
         value = read_tx(self.store, principal, text)
         if value is not None:
             with contextlib.suppress(CairnError):
-                paraphrase.prepare(self.store, principal.tenant_id, value, always=True)
+                paraphrase.prepare(self.store, principal, value, always=True)
 
         def tx(conn: Connection, principal: Principal) -> dict[str, Any]:
             now = utcnow()

@@ -497,3 +497,18 @@ def test_forgotten_on_one_laptop_is_active_nowhere_after_the_stale_one_syncs(tri
     for side in (a, b, server):
         assert not side.active("The deploy token is hunter2."), side.store.url
         assert side.svc.audit_verify(side.me)["ok"]
+
+
+def test_a_restored_backup_holds_the_same_versions_and_syncs_as_them(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "a", "First.")
+    laptop.svc.write(laptop.me, S, "a", "Second.")
+    laptop.svc.feedback(laptop.me, S, "a", "helped")
+    server.svc.import_lines(server.me, laptop.svc.export(laptop.me), restore=True)
+    assert server.versions() == laptop.versions()  # the export carries each version's identity
+    result = server.pull_from(laptop)
+    assert (result.applied, result.conflicts, result.refused) == (0, 0, [])
+    assert server.value(S, "a") == "Second."
+    # History restored from a file pages through the feed whole.
+    fed = server.svc.sync_feed(server.me, since=0).events
+    assert sorted(e.uid for e in fed if e.kind == "version") == sorted(laptop.versions()[(S, "a")])

@@ -53,8 +53,7 @@ def build_events(
     pairs: list[tuple[int, int]] = []
     for r in rows:
         if r["lesson_id"] is not None and r["version_after"] is not None:
-            lo = (r["version_before"] or 0) + 1 if r["action"] != "import" else 1
-            pairs.extend((r["lesson_id"], v) for v in range(min(lo, r["version_after"]), r["version_after"] + 1))
+            pairs.extend((r["lesson_id"], v) for v in _written(r))
     versions: dict[tuple[int, int], dict[str, Any]] = {}
     for start in range(0, len(pairs), CHUNK):
         chunk = pairs[start : start + CHUNK]
@@ -123,6 +122,11 @@ def build_events(
 _TOMBSTONE_ROWS = ("forget", "import-tombstone", "unforget")
 
 
+def _written(r: RowMapping) -> range:
+    """The version numbers a ledger row wrote: one for a mutation, the whole history for a restore."""
+    return range((r["version_before"] or 0) + 1, r["version_after"] + 1)
+
+
 def _row_events(
     r: RowMapping,
     detail: dict[str, Any],
@@ -134,8 +138,7 @@ def _row_events(
     out: list[tuple[str, str | None, dict[str, Any], tuple[str, ...]]] = []
     action = r["action"]
     if r["lesson_id"] is not None and r["version_after"] is not None:
-        lo = (r["version_before"] or 0) + 1 if action != "import" else 1
-        for n in range(min(lo, r["version_after"]), r["version_after"] + 1):
+        for n in _written(r):
             v = versions.get((r["lesson_id"], n))
             if v is None:  # erased by a purge since: its content is gone everywhere
                 continue

@@ -18,6 +18,7 @@ from cairn.core.principal import Principal
 from cairn.core.similarity import PARAPHRASE_COSINE
 from cairn.runtime.settings import Settings
 from cairn.service.api import Cairn
+from cairn.service.catalog.outputs import ReviewQueue, Written
 from tests.conftest import human
 from tests.contract import refused, rows
 
@@ -59,6 +60,7 @@ def test_a_paraphrase_of_forgotten_content_is_held_out_of_every_read(svc: Cairn,
     assert out["action"] == "created"
     assert out["lesson"]["trust"] == "held" and out["lesson"]["status"] == "held"
     held = out["held"]
+    assert Written.model_validate(out).held is not None  # the answer the catalogue declares
     assert held["code"] == HELD_CODE
     assert (held["tombstone_id"], held["scope"], held["key"], held["reason"]) == (tid, SCOPE, "deploy-key", REASON)
     assert held["similarity"] >= PARAPHRASE_COSINE
@@ -70,7 +72,9 @@ def test_a_paraphrase_of_forgotten_content_is_held_out_of_every_read(svc: Cairn,
     err = refused("NOT_FOUND", svc.read, me, SCOPE, "vault-path")
     assert "held" in err.message
     # The reviewer sees it, marked with the tombstone it resembles.
-    queue = {c["key"]: c for c in svc.review_queue(me)["candidates"]}
+    page = svc.review_queue(me)
+    assert ReviewQueue.model_validate(page).candidates[0].held is not None
+    queue = {c["key"]: c for c in page["candidates"]}
     assert queue["vault-path"]["held"]["tombstone_id"] == tid
     assert queue["vault-path"]["held"]["reason"] == REASON
     assert "held" not in queue["tests"]

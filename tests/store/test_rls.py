@@ -63,10 +63,26 @@ def filled(pg: Store) -> tuple[Cairn, Principal, Principal]:
             svc.org_bind(p, f"org-{p.tenant_id}", f"repo::{p.tenant_id}/*")
             svc.token_create(p, perm="read", org=f"org-{p.tenant_id}")
             svc.limits_set(me, p.tenant_id, max_lessons=1000)
+            _synced(svc, p)  # sync_stores, sync_peers, sync_events
         svc.write(b, "global", "queued", "bob's lesson still waiting for its vector")  # embed_queue
     finally:
         os.environ.pop("CAIRN_EMBED_MODEL", None)
     return svc, a, b
+
+
+def _synced(svc: Cairn, p: Principal) -> None:
+    """A peer's batch applied: the store's id, the peer's record and the applied event's."""
+    from cairn.core.sync import SyncBatch
+
+    peer = "e" * 32
+    event = {
+        "uid": f"{peer}:1",
+        "kind": "tombstone",
+        "origin_store": peer,
+        "body": {"content_hash": "a" * 64, "scope": "repo::x/y", "key": "peer", "reason": "forgotten on a peer"},
+    }
+    batch = SyncBatch(store_id=peer, events=[event], cursor=1, more=False, head={"seq": 1, "hash": "b" * 64})
+    assert svc.sync_apply(p, batch).applied == 1
 
 
 def _tables(store: Store) -> dict[str, str]:

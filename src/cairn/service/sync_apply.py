@@ -34,7 +34,7 @@ from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.errors import CairnError
 from cairn.service import audit, epoch, indexing, mutate, paraphrase, state_proof
-from cairn.service.import_records import _bool, _count, _is_hash, _pt, _str
+from cairn.service.import_records import MAX_CLAIMED, _bool, _count, _is_hash, _pt, _str
 from cairn.service.mutate import apply as mutate_apply
 from cairn.service.mutate import tips_of
 from cairn.service.purge import erase
@@ -491,6 +491,8 @@ class Applier:
         if existing is None:
             origin = lesson_info.get("origin")
             claimed = lesson_info.get("claimed")
+            if isinstance(claimed, dict) and len(json.dumps(claimed, ensure_ascii=False)) > MAX_CLAIMED:
+                raise CairnError("INVALID_INPUT", f"the lesson's claims are longer than {MAX_CLAIMED} characters")
             state.update(
                 origin=origin if origin in ORIGINS else "import",
                 author=_str(lesson_info, "author", required=False),

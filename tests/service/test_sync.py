@@ -512,3 +512,16 @@ def test_a_restored_backup_holds_the_same_versions_and_syncs_as_them(pair) -> No
     # History restored from a file pages through the feed whole.
     fed = server.svc.sync_feed(server.me, since=0).events
     assert sorted(e.uid for e in fed if e.kind == "version") == sorted(laptop.versions()[(S, "a")])
+
+
+def test_a_supersession_travels(pair) -> None:
+    laptop, server = pair
+    laptop.svc.write(laptop.me, S, "old-way", "Build with make.")
+    laptop.svc.supersede(laptop.me, S, "new-way", "Build with just.", supersedes=(S, "old-way"))
+    server.pull_from(laptop)
+    with pytest.raises(CairnError) as err:
+        server.svc.read(server.me, S, "old-way")
+    assert err.value.data.get("superseded_by") == {"scope": S, "key": "new-way"}
+    walk = server.svc.neighborhood(server.me, S, "new-way")["nodes"]
+    assert [(n["key"], n["rel"]) for n in walk] == [("old-way", "supersedes")]
+    assert server.svc.audit_verify(server.me)["ok"]

@@ -224,3 +224,13 @@ def test_a_scope_limited_writer_is_held_without_learning_the_tombstone(svc: Cair
     assert out["lesson"]["status"] == "held"
     assert set(out["held"]) == {"code", "similarity"}
     assert REASON not in json.dumps(out)
+
+
+def test_restoring_an_archived_restatement_of_content_forgotten_since_holds_it(svc: Cairn, me: Principal) -> None:
+    """Every transition that makes content active meets the check: a restore as a write does."""
+    svc.write(me, SCOPE, "vault-path", PARAPHRASE)
+    svc.archive(me, SCOPE, "vault-path")
+    tid = forget_it(svc, me)
+    out = svc.restore(me, SCOPE, "vault-path")
+    assert out["lesson"]["status"] == "held" and out["held"]["tombstone_id"] == tid
+    assert "vault-path" not in {x["key"] for x in svc.list(me, SCOPE)["lessons"]}

@@ -11,11 +11,12 @@ from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.keys import normalize_key
-from cairn.core.lesson import OUTCOME_COUNTERS
+from cairn.core.lesson import HELD, OUTCOME_COUNTERS
 from cairn.core.principal import WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
+from cairn.service import paraphrase
 from cairn.service.lessons import Lessons
 from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch, fetch_known, public, status
@@ -61,7 +62,8 @@ class Lifecycle:
         return self._change(principal, scope, key, fn)
 
     def restore(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
-        """Unarchive: refused (TOMBSTONED) when the content or address was forgotten meanwhile."""
+        """Unarchive: refused (TOMBSTONED) when the content or address was forgotten meanwhile, held when
+        it restates content forgotten meanwhile."""
 
         def fn(conn: Connection, principal: Principal, before: dict[str, Any], now: datetime) -> dict[str, Any]:
             if before["archived_at"] is None:
@@ -70,8 +72,14 @@ class Lifecycle:
             check_tombstones(
                 conn, principal, before["value"], before["scope"], before["key"], chash=before["content_hash"]
             )
-            row = apply(conn, principal, before, dict(before, archived_at=None), "restore", now)
-            return {"changed": True, "lesson": public(row, now)}
+            # And one that restates content forgotten since comes back held, as a write of it would.
+            hold = paraphrase.hold_for(conn, principal, before["value"]) if before["trust"] != HELD else None
+            state = dict(before, archived_at=None, **({"trust": HELD} if hold else {}))
+            row = apply(conn, principal, before, state, "restore", now, detail=hold.detail() if hold else None)
+            out: dict[str, Any] = {"changed": True, "lesson": public(row, now)}
+            if hold:
+                out["held"] = hold.public(principal)
+            return out
 
         return self._change(principal, scope, key, fn)
 

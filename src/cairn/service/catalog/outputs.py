@@ -81,6 +81,7 @@ class OneLesson(Open):
 class Changed(Open):
     changed: bool
     lesson: Lesson
+    held: Held | None = None  # a restore of text that restates content forgotten meanwhile
 
 
 class FeedbackGiven(Open):

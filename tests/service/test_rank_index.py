@@ -83,3 +83,19 @@ def test_a_vector_committed_after_a_newer_one_still_reaches_the_index(processes:
     got = embedded_at(fresh, me, clock, "late-again", text, "2025-01-01T00:00:03Z")
     assert got == {"first", "newer", "late", "late-again"}
     assert with_vectors(processes(), me) == got
+
+
+def test_a_store_embedded_long_before_its_index_was_built_still_follows_new_vectors(processes: Any, clock: Any) -> None:
+    """The index (and the file it is kept in) is built ten minutes after the last vector: the look-back
+    window is past, so later processes skip it, and still see each vector drained since."""
+    svc = processes()
+    me = local_principal()
+    svc.ensure_tenant(me)
+    svc.write(me, R, "old", "Retry idempotent HTTP calls with jittered backoff")
+    assert svc.drain_embeddings(me) == 1
+    clock("2025-01-01T00:10:00Z")
+    assert with_vectors(processes(), me) == {"old"}  # the first index, kept beside the database
+    text = "Put the lockfile hash in the cache key"
+    fresh = processes()
+    assert embedded_at(fresh, me, clock, "new", text, "2025-01-01T00:11:00Z") == {"old", "new"}
+    assert with_vectors(processes(), me) == {"old", "new"}

@@ -125,6 +125,7 @@ def load(idx: RankIndex, conn: Connection, directory: Path, vectors: bool) -> bo
             return False  # another database, a restored backup, or a pruned log: build afresh
         embed_seen = {(int(i), float(t)) for i, t in meta["embed_seen"]}
         embed_mark, embed_gen = float(meta["embed_mark"]), meta["embed_gen"]
+        embed_looked = float(meta.get("embed_looked", 0.0))
     except Exception:  # unreadable in any way (truncated, corrupted, not ours): the build replaces it
         return False
     idx.arrays, idx.seq, idx.words, idx.dim, idx.vectors = arrays, seq, words, dim, vectors
@@ -132,6 +133,7 @@ def load(idx: RankIndex, conn: Connection, directory: Path, vectors: bool) -> bo
     idx._scope_codes = {s: i for i, s in enumerate(scopes)}
     idx._bucket_codes = {b: i for i, b in enumerate(buckets)}
     idx.embed_mark, idx.embed_gen, idx.embed_seen = embed_mark, embed_gen, embed_seen
+    idx.embed_looked = embed_looked
     return True
 
 
@@ -140,7 +142,7 @@ def save(idx: RankIndex, conn: Connection, directory: Path) -> None:
     write (read-only directory, full disk) leaves the index working, only uncached."""
     import numpy as np
 
-    from cairn.service.rank_index import _FIELDS
+    from cairn.service.rank_index import _FIELDS, EMBED_LOOKBACK_S
     from cairn.store.migrations import HEAD
 
     row_hash = _head_hash(conn, idx.tenant_id, idx.seq) if idx.seq > 0 else None
@@ -150,7 +152,9 @@ def save(idx: RankIndex, conn: Connection, directory: Path) -> None:
         "format": FORMAT, "head": HEAD, "tenant": idx.tenant_id, "model": idx.model, "vectors": idx.vectors,
         "seq": idx.seq, "row_hash": row_hash, "words": idx.words, "dim": idx.dim,
         "scopes": idx.scopes, "buckets": idx.buckets,
-        "embed_mark": idx.embed_mark, "embed_gen": idx.embed_gen, "embed_seen": sorted(idx.embed_seen),
+        "embed_mark": idx.embed_mark, "embed_gen": idx.embed_gen, "embed_looked": idx.embed_looked,
+        # the window is kept only while it can still be compared (RankIndex._new_vectors)
+        "embed_seen": sorted(idx.embed_seen) if idx.embed_looked - idx.embed_mark <= EMBED_LOOKBACK_S else [],
     }  # fmt: skip
     seen_epoch = epoch.current(conn, idx.tenant_id)  # the epoch of the snapshot the arrays come from
     if _latest_epoch(conn, idx.tenant_id) != seen_epoch:

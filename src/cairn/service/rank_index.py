@@ -164,6 +164,7 @@ class RankIndex:
     embed_mark: float = 0.0  # newest embedded_at seen (epoch seconds)
     embed_gen: int | None = None  # embed_state.generation when the index last looked at vectors
     embed_seen: set[tuple[int, float]] = field(default_factory=set)  # the lookback window already read
+    embed_looked: float = 0.0  # when (the service's clock, epoch seconds) the vectors were last looked at
     arrays: Arrays = field(default_factory=Arrays.empty)
     scopes: list[str] = field(default_factory=list)
     buckets: list[str] = field(default_factory=list)
@@ -318,6 +319,7 @@ class RankIndex:
         """
         if model != self.model:  # the configured embedding model changed: start over
             self.model, self.seq, self.words, self.embed_mark, self.embed_seen = model, -1, 0, 0.0, set()
+            self.embed_looked = 0.0
             self.dim = 0
         if vectors and not self.vectors:
             self.vectors, self.seq = True, -1
@@ -482,16 +484,25 @@ class RankIndex:
         find them seen. So the part of the window up to the newest stamp seen is first compared in SQL
         (how many rows, and the sum of their ids) with what was read there: only a difference (a late
         commit, a re-embedded or erased lesson) reads it again; what is stamped later is always read.
+        When the last look was already more than the look-back after the newest stamp, nothing stamped
+        up to it can still arrive within the look-back, and the window is not compared at all.
         """
+        from cairn.core.timeparse import utcnow
+
+        looked, self.embed_looked = self.embed_looked, utcnow().timestamp()  # the clock vectors are stamped by
         sig = lesson_signatures.c
         since, cut = self.embed_mark - EMBED_LOOKBACK_S, self.embed_mark
         at = epoch_seconds(sig.embedded_at)
         where = (sig.tenant_id == self.tenant_id, sig.model == self.model, sig.embedded_at > _from_epoch(since))
-        known = [(i, t) for i, t in self.embed_seen if since < t <= cut]
-        count, total = conn.execute(
-            select(func.count(), func.coalesce(func.sum(sig.lesson_id), 0)).where(*where, at <= cut)
-        ).one()
-        if known and (int(count), int(total)) == (len(known), sum(i for i, _ in known)):
+        if looked - cut > EMBED_LOOKBACK_S:
+            known, matched = [], True
+        else:
+            known = [(i, t) for i, t in self.embed_seen if since < t <= cut]
+            count, total = conn.execute(
+                select(func.count(), func.coalesce(func.sum(sig.lesson_id), 0)).where(*where, at <= cut)
+            ).one()
+            matched = bool(known) and (int(count), int(total)) == (len(known), sum(i for i, _ in known))
+        if matched:
             # What was read is still all there is up to ``cut``: only what is stamped later is new.
             later = [(int(i), float(t)) for i, t in conn.execute(select(sig.lesson_id, at).where(*where, at > cut))]
             if later:

@@ -31,51 +31,33 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection
 
 from cairn.core import consolidation as core
 from cairn.core.lesson import MAX_PAGE
 from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
-from cairn.core.timeparse import format_time, utcnow
+from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.runtime.settings import Settings
-from cairn.service import audit, epoch, indexing
+from cairn.service import audit, epoch
 from cairn.service import consolidation_effects as effects
+from cairn.service import consolidation_rows as ledger
 from cairn.service.embeddings import Embeddings
 from cairn.service.lessons import Lessons
-from cairn.service.records import active_clause, fetch_id, status
+from cairn.service.records import fetch_id, status
 from cairn.service.tx import read_tx, write_tx
 from cairn.store.engine import Store
-from cairn.store.schema import consolidation_actions, consolidation_runs, lessons, links, sightings
+from cairn.store.schema import consolidation_actions, consolidation_runs
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from cairn.service.rank_indexes import RankIndexes
 
 GUARD_ACTION = "consolidation-guard"  # the audit row a guard writes when it fires
 REVISION_GUARD = "source_revision"  # the same name the gateway's extraction gives its revision guard
 PLAN_ACTION = "consolidate-plan"
 UNDO_ACTION = "consolidate-undo"
-ID_CHUNK = 5000  # ids per IN list (SQLite and Postgres both cap a statement's bound parameters)
-
-_LESSON_COLUMNS = (
-    lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.value, lessons.c.kind, lessons.c.trust,
-    lessons.c.archived_at, lessons.c.version, lessons.c.seen_count, lessons.c.helped_count,
-    lessons.c.not_helped_count, lessons.c.created_at, lessons.c.updated_at,
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What a plan is computed from, read in one transaction."""
-
-    records: list[core.Record]
-    flagged: list[tuple[int, int]]
-    epoch: int
-    now: datetime
 
 
 @dataclass(eq=False, repr=False)
@@ -98,72 +80,11 @@ class Consolidation:
             raise CairnError("INVALID_INPUT", f"stale_days must be a whole number from 1 to {core.MAX_STALE_DAYS}")
         return core.Params(scopes=chosen, stale_days=days)
 
-    def _read(self, principal: Principal, ids: list[int] | None = None, scope: str | None = None) -> Snapshot:
-        """The active lessons the caller can see (all, or ``ids`` plus the lessons of ``scope``), with
-        their vectors, sighting counts, existing ``contradicts`` links and the deletion epoch."""
-        self.embeddings.drain_embeddings(principal)  # vectors for every lesson's current text
-        model = indexing.configured_model()
-        idx = self.ranks.get(principal.tenant_id)
-
-        def tx(conn: Connection) -> Snapshot:
-            now = utcnow()
-            ep = epoch.current(conn, principal.tenant_id)
-            query = select(*_LESSON_COLUMNS).where(lessons.c.tenant_id == principal.tenant_id, active_clause(now))
-            if ids is not None:
-                wanted = lessons.c.id.in_(ids)
-                query = query.where(wanted if scope is None else wanted | (lessons.c.scope == scope))
-            rows = [r for r in conn.execute(query.order_by(lessons.c.id)).mappings() if principal.can_see(r["scope"])]
-            counts = dict(
-                conn.execute(
-                    select(sightings.c.lesson_id, func.count())
-                    .where(sightings.c.tenant_id == principal.tenant_id)
-                    .group_by(sightings.c.lesson_id)
-                ).all()
-            )
-            flagged = [
-                (int(a), int(b))
-                for a, b in conn.execute(
-                    select(links.c.src_id, links.c.dst_id).where(
-                        links.c.tenant_id == principal.tenant_id, links.c.rel == effects.CONTRADICTS
-                    )
-                ).all()
-            ]
-            from cairn.service.rank_index import rows_of  # numpy: only when a plan is made
-
-            with idx.lock:
-                idx.refresh(conn, model, vectors=True)
-                arrays, order = idx.arrays, idx.id_order()
-            vectors: dict[int, np.ndarray] = {}
-            if rows and arrays.half.shape[1]:
-                wanted_ids = [r["id"] for r in rows]
-                at, found = rows_of(arrays, order, wanted_ids)
-                held = [i for i, f in zip(wanted_ids, found, strict=True) if f]
-                for i, pos in zip(held, at.tolist(), strict=True):
-                    if arrays.has_vec[pos]:
-                        vectors[i] = arrays.half[pos]
-            records = [
-                core.Record(
-                    id=r["id"],
-                    scope=r["scope"],
-                    key=r["key"],
-                    value=r["value"],
-                    kind=r["kind"],
-                    trust=r["trust"],
-                    archived=r["archived_at"] is not None,
-                    version=r["version"],
-                    seen_count=r["seen_count"],
-                    sessions=int(counts.get(r["id"], 0)),
-                    helped=r["helped_count"],
-                    not_helped=r["not_helped_count"],
-                    created_at=r["created_at"],
-                    updated_at=r["updated_at"],
-                    vector=vectors.get(r["id"]),
-                )  # fmt: skip
-                for r in rows
-            ]
-            return Snapshot(records, flagged, ep, now)
-
-        return read_tx(self.store, principal, tx)
+    def _read(self, principal: Principal, ids: list[int] | None = None, scope: str | None = None) -> ledger.Snapshot:
+        """The active lessons the caller can see (all, or ``ids`` plus the lessons of ``scope``) as the
+        planner reads them, after the embedding queue is drained (vectors of every current text)."""
+        self.embeddings.drain_embeddings(principal)
+        return read_tx(self.store, principal, lambda conn: ledger.snapshot(conn, principal, self.ranks, ids, scope))
 
     def consolidate_preview(
         self, principal: Principal, *, scopes: list[str] | None = None, stale_days: int | None = None
@@ -194,14 +115,19 @@ class Consolidation:
             return {
                 "run": None,
                 "dry_run": True,
-                "parameters": _params_json(params),
-                "actions": [_proposal_shown(n, p, by_id, addresses) for n, p in enumerate(proposals, start=1)],
+                "parameters": ledger.params_json(params),
+                "actions": [ledger.proposal_shown(n, p, by_id, addresses) for n, p in enumerate(proposals, start=1)],
             }
         run_id = self._store(principal, params, snap, proposals, mode)
         return self.consolidate_show(principal, run_id)
 
     def _store(
-        self, principal: Principal, params: core.Params, snap: Snapshot, proposals: list[core.Proposal], mode: str
+        self,
+        principal: Principal,
+        params: core.Params,
+        snap: ledger.Snapshot,
+        proposals: list[core.Proposal],
+        mode: str,
     ) -> int:
         versions = {r.id: r.version for r in snap.records}
 
@@ -211,20 +137,20 @@ class Consolidation:
                 insert(consolidation_runs).values(
                     tenant_id=acting.tenant_id,
                     started_at=snap.now,
-                    parameters=json.dumps(_params_json(params)),
+                    parameters=json.dumps(ledger.params_json(params)),
                     mode=mode,
                     status="applying" if mode == "apply" else "planned",
                     deletion_epoch=snap.epoch,
                     actor=acting.actor,
                 )  # fmt: skip
             ).inserted_primary_key[0]
-            rows = [_action_row(acting, run_id, n, p, versions, now) for n, p in enumerate(proposals, start=1)]
+            rows = [ledger.action_row(acting, run_id, n, p, versions, now) for n, p in enumerate(proposals, start=1)]
             if rows:
                 conn.execute(insert(consolidation_actions), rows)
             kinds = Counter(p.kind for p in proposals)
             audit.record(
                 conn, acting, PLAN_ACTION, at=now,
-                detail={"consolidation": run_id, "mode": mode, "actions": dict(kinds), **_params_json(params)},
+                detail={"consolidation": run_id, "mode": mode, "actions": dict(kinds), **ledger.params_json(params)},
             )  # fmt: skip
             return int(run_id)
 
@@ -273,11 +199,11 @@ class Consolidation:
         every = positions is None
 
         def start(conn: Connection, acting: Principal) -> list[int]:
-            run = _run(conn, acting, run_id)
+            run = ledger.run(conn, acting, run_id)
             if run["status"] == "undone":
                 raise CairnError("CONFLICT", f"consolidation run {run_id} was undone; plan a new one")
             if every and run["status"] == "planned":
-                conn.execute(_set_run(acting, run_id, status="applying"))
+                conn.execute(ledger.set_run(acting, run_id, status="applying"))
             query = select(consolidation_actions.c.position).where(
                 consolidation_actions.c.tenant_id == acting.tenant_id,
                 consolidation_actions.c.run_id == run_id,
@@ -307,7 +233,7 @@ class Consolidation:
 
     def _finish(self, principal: Principal, run_id: int) -> None:
         def tx(conn: Connection, acting: Principal) -> None:
-            run = _run(conn, acting, run_id)
+            run = ledger.run(conn, acting, run_id)
             left = conn.execute(
                 select(func.count()).where(
                     consolidation_actions.c.tenant_id == acting.tenant_id,
@@ -316,7 +242,7 @@ class Consolidation:
                 )
             ).scalar_one()
             if not left and run["status"] in ("planned", "applying"):
-                conn.execute(_set_run(acting, run_id, status="finished", finished_at=utcnow()))
+                conn.execute(ledger.set_run(acting, run_id, status="finished", finished_at=utcnow()))
 
         write_tx(self.store, principal, tx)
 
@@ -324,10 +250,10 @@ class Consolidation:
         """One action in one transaction: guards, then its writes and its status together."""
 
         def tx(conn: Connection, acting: Principal) -> str:
-            act = _action(conn, acting, run_id, position)
+            act = ledger.action(conn, acting, run_id, position)
             if act is None or act["status"] != "planned":
                 return "done"  # applied (or settled) by an earlier, interrupted attempt
-            run = _run(conn, acting, run_id)
+            run = ledger.run(conn, acting, run_id)
             now = utcnow()
             kind = act["kind"]
             detail = {"consolidation": run_id, "action": position, "kind": kind}
@@ -337,7 +263,7 @@ class Consolidation:
                     detail={**detail, "guard": epoch.GUARD, "discarded": kind, "then": "skip"},
                 )  # fmt: skip
                 why = "the store was erased from since this run read it (forget, purge or erasure): nothing derived from it is written"  # noqa: E501
-                conn.execute(_set_action(act, now, status="skipped", status_reason=why))
+                conn.execute(ledger.set_action(act, now, status="skipped", status_reason=why))
                 return "skipped"
             ids = json.loads(act["lesson_ids"])
             read = {int(k): v for k, v in json.loads(act["versions_read"]).items()}
@@ -354,18 +280,18 @@ class Consolidation:
                     detail={**detail, "guard": REVISION_GUARD, "discarded": kind, "then": then, "changed": changed},
                 )  # fmt: skip
                 by_id = {r["id"]: r for r in rows if r is not None}
-                names = ", ".join(_changed_words(c, by_id.get(c["lesson"])) for c in changed)
+                names = ", ".join(ledger.changed_words(c, by_id.get(c["lesson"])) for c in changed)
                 if then == "skip":
                     why = f"its lessons changed again since it was recomputed ({names})"
-                    conn.execute(_set_action(act, now, status="skipped", status_reason=why))
+                    conn.execute(ledger.set_action(act, now, status="skipped", status_reason=why))
                     return "skipped"
                 why = f"its lessons changed since the plan ({names}); recomputed from their current state"
-                conn.execute(_set_action(act, now, status="discarded", status_reason=why))
+                conn.execute(ledger.set_action(act, now, status="discarded", status_reason=why))
                 return "recompute"
             live = [r for r in rows if r is not None and status(r, now) == "active"]
             if len(live) != len(rows):
                 why = "a lesson it read is no longer active"
-                conn.execute(_set_action(act, now, status="skipped", status_reason=why))
+                conn.execute(ledger.set_action(act, now, status="skipped", status_reason=why))
                 return "skipped"
             detail["reason"] = act["reason"]
             try:
@@ -373,10 +299,10 @@ class Consolidation:
                     fx = self._effect(conn, acting, kind, live, act, now, detail)
             except CairnError as exc:  # a permission, a tombstone or a limit: this action, not the run
                 why = f"{exc.code}: {exc.message}"
-                conn.execute(_set_action(act, now, status="skipped", status_reason=why))
+                conn.execute(ledger.set_action(act, now, status="skipped", status_reason=why))
                 return "skipped"
             conn.execute(
-                _set_action(
+                ledger.set_action(
                     act,
                     now,
                     status="applied",
@@ -414,12 +340,12 @@ class Consolidation:
         position of the new (``recomputed``) action, or None when they call for nothing now."""
 
         def load(conn: Connection) -> tuple[dict[str, Any], dict[str, Any]]:
-            act = _action(conn, principal, run_id, position)
+            act = ledger.action(conn, principal, run_id, position)
             assert act is not None
-            return act, _run(conn, principal, run_id)
+            return act, ledger.run(conn, principal, run_id)
 
         act, run = read_tx(self.store, principal, load)
-        params = _params_from_json(run["parameters"])
+        params = ledger.params_from_json(run["parameters"])
         ids = json.loads(act["lesson_ids"])
         snap = self._read(principal, ids, act["target_scope"])
         sources = [r for r in snap.records if r.id in set(ids)]
@@ -429,18 +355,18 @@ class Consolidation:
 
         def tx(conn: Connection, acting: Principal) -> int | None:
             now = utcnow()
-            old = _action(conn, acting, run_id, position)
+            old = ledger.action(conn, acting, run_id, position)
             assert old is not None
             if proposal is None:
                 why = f"{old['status_reason']}: they call for nothing now"
-                conn.execute(_set_action(old, now, status_reason=why))
+                conn.execute(ledger.set_action(old, now, status_reason=why))
                 return None
             last = conn.execute(
                 select(func.max(consolidation_actions.c.position)).where(
                     consolidation_actions.c.tenant_id == acting.tenant_id, consolidation_actions.c.run_id == run_id
                 )
             ).scalar_one()
-            row = _action_row(acting, run_id, int(last) + 1, proposal, versions, now)
+            row = ledger.action_row(acting, run_id, int(last) + 1, proposal, versions, now)
             row.update(recomputed=True, status_reason=f"recomputed from action {position}")
             conn.execute(insert(consolidation_actions).values(**row))
             return int(last) + 1
@@ -472,7 +398,7 @@ class Consolidation:
         principal.require(WRITE)
 
         def tx(conn: Connection, acting: Principal) -> None:
-            _run(conn, acting, run_id)
+            ledger.run(conn, acting, run_id)
             now = utcnow()
             rows = conn.execute(
                 select(consolidation_actions).where(
@@ -490,7 +416,9 @@ class Consolidation:
                     )
             for pos, act in acts.items():
                 if positions is None or pos in positions:
-                    conn.execute(_set_action(act, now, status="dropped", status_reason=f"dropped by {acting.actor}"))
+                    conn.execute(
+                        ledger.set_action(act, now, status="dropped", status_reason=f"dropped by {acting.actor}")
+                    )
 
         write_tx(self.store, principal, tx)
         self._finish(principal, run_id)
@@ -503,7 +431,7 @@ class Consolidation:
         principal.require(WRITE)
 
         def tx(conn: Connection, acting: Principal) -> dict[str, Any]:
-            run = _run(conn, acting, run_id)
+            run = ledger.run(conn, acting, run_id)
             if run["status"] == "undone":
                 raise CairnError("CONFLICT", f"consolidation run {run_id} was already undone")
             now = utcnow()
@@ -523,9 +451,9 @@ class Consolidation:
                 missed = effects.undo(conn, acting, written, json.loads(act["effects"] or "{}"), now, detail)
                 left += [{**m, "action": act["position"]} for m in missed]
                 note = "undone" + (f"; left as changed since: {len(missed)} lesson(s)" if missed else "")
-                conn.execute(_set_action(act, now, status_reason=note))
+                conn.execute(ledger.set_action(act, now, status_reason=note))
                 reversed_ += 1
-            conn.execute(_set_run(acting, run_id, status="undone", finished_at=run["finished_at"] or now))
+            conn.execute(ledger.set_run(acting, run_id, status="undone", finished_at=run["finished_at"] or now))
             audit.record(
                 conn, acting, UNDO_ACTION, at=now, detail={"consolidation": run_id, "reversed": reversed_, "left": left}
             )
@@ -540,214 +468,9 @@ class Consolidation:
         principal.require(READ)
         if not 1 <= limit <= MAX_PAGE:
             raise CairnError("INVALID_INPUT", f"limit must be between 1 and {MAX_PAGE}, got {limit}")
-
-        def tx(conn: Connection) -> dict[str, Any]:
-            runs = conn.execute(
-                select(consolidation_runs)
-                .where(consolidation_runs.c.tenant_id == principal.tenant_id)
-                .order_by(consolidation_runs.c.id.desc())
-                .limit(limit)
-            ).mappings()
-            out = [dict(r) for r in runs]
-            counts: dict[int, Counter[str]] = {r["id"]: Counter() for r in out}
-            if out:
-                for run_id, st, n in conn.execute(
-                    select(consolidation_actions.c.run_id, consolidation_actions.c.status, func.count())
-                    .where(
-                        consolidation_actions.c.tenant_id == principal.tenant_id,
-                        consolidation_actions.c.run_id.in_(list(counts)),
-                    )
-                    .group_by(consolidation_actions.c.run_id, consolidation_actions.c.status)
-                ).all():
-                    counts[run_id][st] = n
-            return {"runs": [_run_shown(r, counts[r["id"]]) for r in out]}
-
-        return read_tx(self.store, principal, tx)
+        return read_tx(self.store, principal, lambda conn: ledger.runs(conn, principal, limit))
 
     def consolidate_show(self, principal: Principal, run_id: int) -> dict[str, Any]:
         """One run: its parameters, status and every action with its lessons, versions and reason."""
         principal.require(READ)
-
-        def tx(conn: Connection) -> dict[str, Any]:
-            run = _run(conn, principal, run_id)
-            acts = [
-                dict(a)
-                for a in conn.execute(
-                    select(consolidation_actions)
-                    .where(
-                        consolidation_actions.c.tenant_id == principal.tenant_id,
-                        consolidation_actions.c.run_id == run_id,
-                    )
-                    .order_by(consolidation_actions.c.position)
-                ).mappings()
-            ]
-            ids = {i for a in acts for i in json.loads(a["lesson_ids"])}
-            ids |= {json.loads(a["effects"])["created"] for a in acts if a["effects"]} - {None}
-            addresses = _addresses(conn, principal, sorted(ids))
-            return {
-                "run": _run_shown(run, Counter(a["status"] for a in acts)),
-                "actions": [_action_shown(a, addresses) for a in acts],
-            }
-
-        return read_tx(self.store, principal, tx)
-
-
-# -- rows -----------------------------------------------------------------------------------------
-def _run(conn: Connection, principal: Principal, run_id: int) -> dict[str, Any]:
-    row = (
-        conn.execute(
-            select(consolidation_runs).where(
-                consolidation_runs.c.tenant_id == principal.tenant_id, consolidation_runs.c.id == run_id
-            )
-        )
-        .mappings()
-        .first()
-    )
-    if row is None:
-        raise CairnError("NOT_FOUND", f"no consolidation run {run_id} (cairn consolidate runs lists them)")
-    return dict(row)
-
-
-def _action(conn: Connection, principal: Principal, run_id: int, position: int) -> dict[str, Any] | None:
-    row = (
-        conn.execute(
-            select(consolidation_actions).where(
-                consolidation_actions.c.tenant_id == principal.tenant_id,
-                consolidation_actions.c.run_id == run_id,
-                consolidation_actions.c.position == position,
-            )
-        )
-        .mappings()
-        .first()
-    )
-    return dict(row) if row else None
-
-
-def _set_run(principal: Principal, run_id: int, **values: Any) -> Any:
-    return (
-        update(consolidation_runs)
-        .where(consolidation_runs.c.tenant_id == principal.tenant_id, consolidation_runs.c.id == run_id)
-        .values(**values)
-    )
-
-
-def _set_action(act: dict[str, Any], now: datetime, **values: Any) -> Any:
-    return (
-        update(consolidation_actions)
-        .where(consolidation_actions.c.tenant_id == act["tenant_id"], consolidation_actions.c.id == act["id"])
-        .values(updated_at=now, **values)
-    )
-
-
-def _action_row(
-    principal: Principal, run_id: int, position: int, p: core.Proposal, versions: dict[int, int], now: datetime
-) -> dict[str, Any]:
-    return {
-        "tenant_id": principal.tenant_id,
-        "run_id": run_id,
-        "position": position,
-        "kind": p.kind,
-        "lesson_ids": json.dumps(list(p.lesson_ids)),
-        "versions_read": json.dumps({str(i): versions[i] for i in p.lesson_ids}),
-        "versions_written": None,
-        "effects": None,
-        "keep_id": p.keep_id,
-        "target_scope": p.target_scope,
-        "reason": p.reason,
-        "status": "planned",
-        "status_reason": None,
-        "recomputed": False,
-        "updated_at": now,
-    }
-
-
-def _params_json(params: core.Params) -> dict[str, Any]:
-    return {"scopes": list(params.scopes), "stale_days": params.stale_days}
-
-
-def _params_from_json(text: str) -> core.Params:
-    raw = json.loads(text)
-    return core.Params(scopes=tuple(raw.get("scopes") or ()), stale_days=int(raw["stale_days"]))
-
-
-def _changed_words(change: dict[str, Any], row: dict[str, Any] | None) -> str:
-    name = row["key"] if row is not None else f"lesson {change['lesson']}"
-    now = "gone" if change["now"] is None else f"v{change['now']}"
-    return f"{name} v{change['read']} → {now}"
-
-
-def _addresses(conn: Connection, principal: Principal, ids: list[int]) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
-    for start in range(0, len(ids), ID_CHUNK):  # a plan of a large store names more ids than one IN may bind
-        rows = conn.execute(
-            select(lessons.c.id, lessons.c.scope, lessons.c.key, lessons.c.version).where(
-                lessons.c.tenant_id == principal.tenant_id, lessons.c.id.in_(ids[start : start + ID_CHUNK])
-            )
-        ).all()
-        out.update({int(i): {"scope": s, "key": k, "version": v} for i, s, k, v in rows})
-    return out
-
-
-def _t(value: datetime | None) -> str | None:
-    return format_time(value) if value is not None else None
-
-
-def _run_shown(run: dict[str, Any], counts: Counter[str]) -> dict[str, Any]:
-    return {
-        "id": int(run["id"]),
-        "started_at": _t(run["started_at"]),
-        "finished_at": _t(run["finished_at"]),
-        "parameters": json.loads(run["parameters"]),
-        "mode": run["mode"],
-        "status": run["status"],
-        "deletion_epoch": run["deletion_epoch"],
-        "actor": run["actor"],
-        "actions": {s: counts.get(s, 0) for s in core.ACTION_STATUSES},
-    }
-
-
-def _lesson_ref(lesson_id: int, addresses: dict[int, dict[str, Any]], **more: Any) -> dict[str, Any]:
-    """A lesson an action names: its id, and its address while the lesson exists (purge erases it)."""
-    found = addresses.get(lesson_id)
-    return {"id": lesson_id, "scope": found and found["scope"], "key": found and found["key"], **more}
-
-
-def _action_shown(a: dict[str, Any], addresses: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    read = json.loads(a["versions_read"])
-    written = json.loads(a["versions_written"] or "{}")
-    fx = json.loads(a["effects"] or "{}")
-    created = fx.get("created")
-    return {
-        "position": a["position"],
-        "kind": a["kind"],
-        "status": a["status"],
-        "status_reason": a["status_reason"],
-        "recomputed": bool(a["recomputed"]),
-        "reason": a["reason"],
-        "lessons": [
-            _lesson_ref(i, addresses, version_read=read[str(i)], version_written=written.get(str(i)))
-            for i in json.loads(a["lesson_ids"])
-        ],
-        "keep": _lesson_ref(a["keep_id"], addresses) if a["keep_id"] is not None else None,
-        "target_scope": a["target_scope"],
-        "created": _lesson_ref(created, addresses, version_written=written.get(str(created))) if created else None,
-    }
-
-
-def _proposal_shown(
-    position: int, p: core.Proposal, by_id: dict[int, core.Record], addresses: dict[int, dict[str, Any]]
-) -> dict[str, Any]:
-    return {
-        "position": position,
-        "kind": p.kind,
-        "status": "planned",
-        "status_reason": None,
-        "recomputed": False,
-        "reason": p.reason,
-        "lessons": [
-            _lesson_ref(i, addresses, version_read=by_id[i].version, version_written=None) for i in p.lesson_ids
-        ],
-        "keep": _lesson_ref(p.keep_id, addresses) if p.keep_id is not None else None,
-        "target_scope": p.target_scope,
-        "created": None,
-    }
+        return read_tx(self.store, principal, lambda conn: ledger.show(conn, principal, run_id))

@@ -133,8 +133,8 @@ def test_forgotten_content_with_a_number_changed_is_still_held() -> None:
 
 
 def test_dates_and_identifiers_are_not_numbers_that_disagree() -> None:
-    a = "reviewer loop (run 22968): regenerate the lockfile with the pinned tool version. See #4411."
-    b = "reviewer loop (run 13683): regenerate the lockfile with the pinned tool version. See #5120."
+    a = "reviewer loop (run 22968): regenerate the lockfile with the pinned tool version. See #4411, INC-301."
+    b = "reviewer loop (run 13683): regenerate the lockfile with the pinned tool version. See #5120, INC-977."
     assert disagreement(a, b) is None
     assert (
         disagreement("On 2024-04-03 at 10:15 the cache expired.", "On 2024-08-14 at 09:00 the cache expired.") is None
@@ -163,3 +163,20 @@ def test_tokens_and_negated() -> None:
     assert not sim.negated("Use uv.")
     assert not sim.negated("Not without a lock file.")  # two negations cancel
     assert min(sim.MERGE_COSINE, sim.CONTRADICTION_COSINE) == sim.MIN_COSINE
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "cosine"),
+    [
+        ("Run pytest with -s to see print output.", "pytest captures stdout; pass -s to see print output.", 0.97),
+        ("Use uv to install dependencies in CI.", "Never use uv to install dependencies in CI.", 0.97),
+        ("Use uv to install dependencies in CI.", "Never use uv to install dependencies in CI.", 0.70),
+        ("Enable WAL mode for SQLite.", "Disable WAL mode for SQLite.", 0.75),
+        ("Docker build cache filled the disk.", "Postgres pool sizing for the workers.", 0.99),
+    ],
+)
+def test_judge_agrees_with_the_two_rules(a: str, b: str, cosine: float) -> None:
+    expected = (
+        "duplicate" if is_near_duplicate(a, b, cosine) else "contradiction" if is_contradiction(a, b, cosine) else None
+    )
+    assert sim.judge(a, b, cosine) == expected

@@ -254,9 +254,10 @@ def _judge(records: Sequence[Record], *, contradictions: bool = True) -> _Pairs:
     for i, j, cos in neighbour_pairs(matrix, similarity.MIN_COSINE):
         a, b = with_vec[i], with_vec[j]
         pair = frozenset((a.id, b.id))
-        if similarity.is_near_duplicate(a.value, b.value, cos):
+        verdict = similarity.judge(a.value, b.value, cos)  # one reading of the pair for both rules
+        if verdict == "duplicate":
             pairs.duplicate[pair] = max(cos, pairs.duplicate.get(pair, 0.0))
-        elif contradictions and similarity.is_contradiction(a.value, b.value, cos):
+        elif contradictions and verdict == "contradiction":
             pairs.contradiction[pair] = cos
     return pairs
 

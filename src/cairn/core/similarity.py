@@ -26,8 +26,8 @@ How two texts "disagree" (:func:`disagreement`) is a documented heuristic, check
 4. **Antonyms** — one text uses a word of a pair in :data:`ANTONYMS` (enable/disable, always/never,
    allow/deny, ...) and the other uses its opposite without the first.
 5. **Numbers** — both texts carry numbers or versions and each has one the other lacks (a timeout of
-   30 s against 60 s, Node 18 against Node 20). Dates, times and identifiers (``#123``, ``run 22968``,
-   ``incident 4312``) are not counted: two notes of one lesson differ in those. Paraphrases keep their
+   30 s against 60 s, Node 18 against Node 20). Dates, times and identifiers (``#123``, ``INC-30401``,
+   ``run 22968``, ``incident 4312``) are not counted: two notes of one lesson differ in those. Paraphrases keep their
    numbers; this counts for merges and contradictions but not for tombstones (a forgotten secret with
    one digit changed is still held).
 
@@ -61,6 +61,7 @@ __all__ = [
     "is_contradiction",
     "is_near_duplicate",
     "is_tombstone_paraphrase",
+    "judge",
     "lexical_overlap",
     "negated",
     "tokens",
@@ -135,6 +136,7 @@ _NEGATION_REACH = 2
 _PREFER = re.compile(r"\b(?:instead\s+of|rather\s+than|in\s+place\s+of|over)\b")
 _ORDER = re.compile(r"\b(?:before|after)\b")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+_TICKET = re.compile(r"\b[A-Za-z]{2,10}-$")  # INC-30401, PROJ-42: a tracker's id, not a setting
 _ID_BEFORE = re.compile(
     r"\b(?:run|incident|issue|pr|ticket|build|job|line|pid|commit|case|order|request|session)\s*#?\s*$", re.I
 )
@@ -191,7 +193,8 @@ def lexical_overlap(a_text: str, b_text: str) -> float:
     a, b = _features(a_text).stems, _features(b_text).stems
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)
 
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
@@ -255,7 +258,10 @@ def _relations(text: str, pattern: re.Pattern[str], flip: set[str]) -> set[tuple
     """Ordered (first, second) stem pairs around each match of ``pattern`` in a clause: the nearest
     content words on its left and right. A match word in ``flip`` reverses the pair."""
     pairs: set[tuple[str, str]] = set()
-    for part in _CLAUSE.split(text.lower().replace("’", "'")):
+    low = text.lower().replace("’", "'")
+    if not pattern.search(low):  # most texts hold no such word: skip the clause split
+        return pairs
+    for part in _CLAUSE.split(low):
         if not part:
             continue
         for m in pattern.finditer(part):
@@ -274,6 +280,8 @@ def _relations(text: str, pattern: re.Pattern[str], flip: set[str]) -> set[tuple
 
 
 def _swapped(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> tuple[str, str] | None:
+    if not a or not b:  # most texts state no preference or order: the common, cheap answer
+        return None
     for x, y in sorted(a):
         if (y, x) in b and (x, y) not in b:
             return (x, y)
@@ -287,7 +295,7 @@ def _numbers(text: str) -> frozenset[str]:
     out = set()
     for m in _NUMBER.finditer(plain):
         before = plain[max(0, m.start() - 12) : m.start()]
-        if before.endswith("#") or (len(m.group(1)) >= 3 and _ID_BEFORE.search(before)):
+        if before.endswith("#") or _TICKET.search(before) or (len(m.group(1)) >= 3 and _ID_BEFORE.search(before)):
             continue
         out.add(m.group(1))
     return frozenset(out)
@@ -343,10 +351,10 @@ def disagreement(a_text: str, b_text: str, *, numbers: bool = True) -> Disagreem
     swap = _swapped(a.orders, b.orders)
     if swap:
         return Disagreement("order", f"{swap[0]} before {swap[1]} / {swap[1]} before {swap[0]}")
-    a_flip, b_flip = a.negated & b.asserted, b.negated & a.asserted
-    flipped = sorted(a_flip | b_flip)
-    if flipped and not (a_flip and b_flip) and a.negations != b.negations:
-        return Disagreement("negation", ", ".join(flipped[:3]))
+    if a.negations != b.negations:
+        a_flip, b_flip = a.negated & b.asserted, b.negated & a.asserted
+        if (a_flip or b_flip) and not (a_flip and b_flip):
+            return Disagreement("negation", ", ".join(sorted(a_flip | b_flip)[:3]))
     if a.antonyms or b.antonyms:
         for p, q, p_word, q_word in _ANTONYM_PAIRS:
             if p in a.antonyms and q in b.antonyms and q not in a.antonyms and p not in b.antonyms:
@@ -357,6 +365,19 @@ def disagreement(a_text: str, b_text: str, *, numbers: bool = True) -> Disagreem
         only_a, only_b = sorted(a.numbers - b.numbers), sorted(b.numbers - a.numbers)
         return Disagreement("number", f"{', '.join(only_a)} / {', '.join(only_b)}")
     return None
+
+
+def judge(a_text: str, b_text: str, cosine: float) -> str | None:
+    """``"duplicate"`` (:func:`is_near_duplicate`), ``"contradiction"`` (:func:`is_contradiction`) or
+    None, reading the texts' disagreement once: what a planner asks of each neighbouring pair."""
+    if cosine < MIN_COSINE:
+        return None
+    found = disagreement(a_text, b_text)
+    if found is None:
+        if cosine >= MERGE_COSINE and lexical_overlap(a_text, b_text) >= MERGE_OVERLAP:
+            return "duplicate"
+        return None
+    return "contradiction" if cosine >= CONTRADICTION_COSINE else None
 
 
 def is_near_duplicate(a_text: str, b_text: str, cosine: float) -> bool:

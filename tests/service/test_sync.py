@@ -12,7 +12,6 @@ from cairn.core import sync as models
 from cairn.core.principal import ADMIN, READ, WRITE, Principal
 from cairn.errors import CairnError
 from cairn.runtime.local import local_principal
-from cairn.service import sync as sync_service
 from cairn.service.api import Cairn
 from cairn.store.engine import Store
 from tests.conftest import human, new_store_url
@@ -85,10 +84,6 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-unt
     yield Side(stores[0]), Side(stores[1])
     for s in stores:
         s.dispose()
-
-
-def test_the_models_agree_with_the_service() -> None:
-    assert sync_service.DEFAULT_BATCH == models.DEFAULT_BATCH
 
 
 def test_a_store_id_is_made_once_and_kept(pair) -> None:

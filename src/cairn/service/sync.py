@@ -42,8 +42,6 @@ M = TypeVar("M")
 
 # The models are pydantic, which the facade must not load for every command (the hot path imports
 # the service): they are imported where a sync runs.
-DEFAULT_BATCH = 500  # core/sync.py: DEFAULT_BATCH (checked equal by the tests)
-_STORE_ID = r"[0-9a-f]{32}"
 
 
 def chain_head(conn: Connection, tenant_id: str) -> ChainHead:
@@ -60,7 +58,9 @@ def chain_head(conn: Connection, tenant_id: str) -> ChainHead:
 
 
 def _check_store_id(value: str, what: str) -> str:
-    if not isinstance(value, str) or not re.fullmatch(_STORE_ID, value):
+    from cairn.core.sync import STORE_ID_PATTERN
+
+    if not isinstance(value, str) or not re.fullmatch(STORE_ID_PATTERN, value):
         raise CairnError(
             "INVALID_INPUT", f"{what} is a store id: 32 lowercase hex characters (cairn sync status shows it)"
         )
@@ -134,20 +134,22 @@ class SyncService:
         return write_tx(self.store, principal, create)
 
     def feed(
-        self, principal: Principal, *, since: int = 0, limit: int = DEFAULT_BATCH, exclude_origin: str | None = None
+        self, principal: Principal, *, since: int = 0, limit: int | None = None, exclude_origin: str | None = None
     ) -> SyncBatch:
         """This store's events after cursor ``since``, in order, that the principal may read.
 
-        ``limit`` bounds the audit rows read (so a page's cost is bounded whatever they hold);
-        ``cursor`` is where the next page starts, ``more`` whether rows remained. Events that came
-        from ``exclude_origin`` (or through it) are left out: the peer asking has them.
+        ``limit`` (default ``core/sync.py: DEFAULT_BATCH``) bounds the audit rows read (so a page's
+        cost is bounded whatever they hold); ``cursor`` is where the next page starts, ``more``
+        whether rows remained. Events that came from ``exclude_origin`` (or through it) are left
+        out: the peer asking has them.
         """
         from cairn.core import sync as m
 
         principal.require(READ)
         if not isinstance(since, int) or since < 0:
             raise CairnError("INVALID_INPUT", f"since is a feed cursor (an integer from 0), got {since!r}")
-        if not 1 <= limit <= m.MAX_BATCH:
+        limit = m.DEFAULT_BATCH if limit is None else limit
+        if not isinstance(limit, int) or not 1 <= limit <= m.MAX_BATCH:
             raise CairnError("INVALID_INPUT", f"limit must be between 1 and {m.MAX_BATCH}, got {limit}")
         if exclude_origin is not None:
             _check_store_id(exclude_origin, "exclude_origin")

@@ -195,7 +195,7 @@ def _daemon(home: Path) -> Check:
 
 
 def _model() -> Check:
-    from cairn.search.embed import ENV_MODEL, MODEL_NAME
+    from cairn.search.embed import ENV_MODEL, HASH_MODEL_NAME, MODEL_NAME
 
     name = os.environ.get(ENV_MODEL, "").strip() or MODEL_NAME
     try:
@@ -213,7 +213,7 @@ def _model() -> Check:
     except Exception as exc:  # noqa: BLE001 - a broken runtime is a finding, not a crash
         return Check("model", "problem", f"the embedding model {name} fails ({type(exc).__name__})", "make setup")
     data = {"model": embedder.name}
-    if embedder.name != MODEL_NAME:
+    if embedder.name == HASH_MODEL_NAME:
         detail = f"{embedder.name} loads, a test model: search by meaning is not real"
         return Check("model", "warn", detail, f"unset {ENV_MODEL} for {MODEL_NAME}, then cairn reindex", data)
     return Check("model", "ok", f"{embedder.name} loads", data=data)

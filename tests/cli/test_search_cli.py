@@ -131,7 +131,7 @@ def test_recall_text_option_and_context(cli: Cli) -> None:
 def test_reindex(cli: Cli) -> None:
     data = cli.ok("reindex")
     assert data["indexed"] == len(LESSONS) and data["embedded"] == len(LESSONS)
-    assert data["model"] == "all-MiniLM-L6-v2-int8" and data["dim"] == 384
+    assert data["model"] == "all-MiniLM-L6-v2-int8-tokq" and data["dim"] == 384
     proc = cli("reindex")
     assert proc.returncode == 0 and proc.stdout.startswith(f"reindexed {len(LESSONS)} lesson(s)")
     assert [h["key"] for h in cli.ok("search", "squash", "--mode", "fts")["results"]] == ["squash-release"]

@@ -49,8 +49,42 @@ def _lazy_probe(code: str) -> str:
 
 
 def test_name_and_dim(minilm: E.Embedder) -> None:
-    assert (minilm.name, minilm.dim) == ("all-MiniLM-L6-v2-int8", 384)
-    assert (E.MODEL_NAME, E.DIM, E.MAX_TOKENS) == ("all-MiniLM-L6-v2-int8", 384, 256)
+    assert (minilm.name, minilm.dim) == ("all-MiniLM-L6-v2-int8-tokq", 384)
+    assert (E.MODEL_NAME, E.DIM, E.MAX_TOKENS) == ("all-MiniLM-L6-v2-int8-tokq", 384, 256)
+    assert E.FLOAT_MODEL_NAME == "all-MiniLM-L6-v2-int8"
+
+
+@pytest.fixture(scope="module")
+def float32(minilm: E.Embedder) -> E.Embedder:
+    old = os.environ.get(E.ENV_MODEL)
+    os.environ[E.ENV_MODEL] = E.FLOAT_MODEL_NAME
+    try:
+        emb = E.get_embedder()
+    finally:
+        if old is None:
+            del os.environ[E.ENV_MODEL]
+        else:
+            os.environ[E.ENV_MODEL] = old
+    assert emb.name == E.FLOAT_MODEL_NAME and emb is not minilm
+    return emb
+
+
+def test_integer_model_close_to_float32(minilm: E.Embedder, float32: E.Embedder) -> None:
+    texts = LESSONS + ["x", "Traceback (most recent call last):\n  File \"app.py\", line 3\nKeyError: 'id'"]
+    a, b = minilm.embed(texts), float32.embed(texts)
+    cos = (a * b).sum(axis=1)
+    assert cos.min() > 0.98, cos
+    assert not np.array_equal(a, b)  # really another computation (another vector space, another name)
+
+
+def test_integer_vectors_do_not_depend_on_the_batch(minilm: E.Embedder) -> None:
+    # Activations are quantized per token: a text's vector must be bit-identical whether it is embedded
+    # alone (a query), in a batch of others of any length (the drain), or padded to a longer neighbour.
+    texts = [SQUASH, "x", YAML_FIX + " " + YAML_FIX_2 + " " + YAML_ERROR * 6, YAML_ERROR, SQUASH]
+    alone = np.vstack([minilm.embed_one(t) for t in texts])
+    for batch_size in (1, 2, 5, 16):
+        np.testing.assert_array_equal(minilm.embed(texts, batch_size=batch_size), alone)
+    np.testing.assert_array_equal(minilm.embed([YAML_ERROR, "y " * 200])[0], alone[3])
 
 
 def test_shape_dtype_and_normalization(minilm: E.Embedder) -> None:

@@ -308,7 +308,7 @@ def test_fresh_lesson_findable_by_text_at_once_and_by_meaning_next(fresh: Cairn)
     assert keys(fresh.search(ME, query, mode="vector", limit=3))[0] == "ulimit-files"
     assert sql(fresh, "SELECT count(*) FROM embed_queue") == [(0,)]
     assert sql(fresh, "SELECT model, dim FROM lesson_embeddings WHERE lesson_id = :i", i=lid) == [
-        ("all-MiniLM-L6-v2-int8", 384)
+        ("all-MiniLM-L6-v2-int8-tokq", 384)
     ]
 
 

@@ -1,0 +1,63 @@
+"""cairn.search.int8_graph: the in-memory rewrite of the packaged graph to integer compute, and its cache."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cairn.search import embed as E
+from cairn.search.int8_graph import GraphRewriteError, token_int8
+
+
+@pytest.fixture(scope="module")
+def source() -> bytes:
+    return Path(E._model_file()).read_bytes()
+
+
+def test_rewrite_is_deterministic(source: bytes) -> None:
+    a, b = token_int8(source), token_int8(bytes(source))
+    assert a == b
+    # Pinned: the cached graph is named for the source and GRAPH_VERSION only, so a change in what the
+    # rewrite writes must bump GRAPH_VERSION (and this hash) or old caches would be read as new.
+    assert hashlib.sha256(a).hexdigest() == "b3f1c537be457cd5a1bd2f9a801b6a8b115cbfcdfcf850860e509943a904bc0e"
+    assert E.GRAPH_VERSION == 1
+
+
+def test_rewrite_runs_and_keeps_the_weights(source: bytes) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    graph = token_int8(source)
+    session = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
+    emb = E.MiniLMEmbedder(session, E._load_tokenizer())
+    ref = E.MiniLMEmbedder(ort.InferenceSession(source, providers=["CPUExecutionProvider"]), E._load_tokenizer())
+    texts = ["ModuleNotFoundError: No module named 'yaml'", "use squash merge for release branches"]
+    cos = (emb.embed(texts) * ref.embed(texts)).sum(axis=1)
+    assert np.all(cos > 0.98)
+    # Every weight MatMul became integer; the float dequantization in front of them is gone.
+    assert graph.count(b"MatMulInteger") == 36
+    assert len(graph) - len(source) < 100_000  # the int8 weights are reused, not copied or widened
+
+
+def test_refuses_what_it_was_not_written_for(source: bytes) -> None:
+    with pytest.raises(GraphRewriteError):
+        token_int8(b"")
+    with pytest.raises(GraphRewriteError):
+        token_int8(b"\x0a\x05abc")  # a model with no graph field
+    with pytest.raises(GraphRewriteError):  # twice: its own names are there, no dequantized MatMul is left
+        token_int8(token_int8(source))
+    with pytest.raises(GraphRewriteError):
+        token_int8(source[: len(source) // 2])  # truncated
+
+
+def test_cached_beside_the_model(tmp_path: Path) -> None:
+    model = tmp_path / "model.onnx"
+    shutil.copyfile(E._model_file(), model)
+    first = E._integer_graph(str(model))
+    assert isinstance(first, str) and Path(first).parent == tmp_path
+    assert Path(first).read_bytes() == token_int8(model.read_bytes())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["model.onnx", Path(first).name])  # no temp left
+    mtime = Path(first).stat().st_mtime_ns
+    assert E._integer_graph(str(model)) == first and Path(first).stat().st_mtime_ns == mtime  # read, not rewritten

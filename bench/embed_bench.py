@@ -4,14 +4,15 @@
     .venv/bin/python bench/embed_bench.py --quick              # fewer lessons and runs, ~1 minute
     .venv/bin/python bench/embed_bench.py --only sqlite --runs 5 --lessons 2000   # ad hoc
     .venv/bin/python bench/embed_bench.py --import-lessons 60000 --only sqlite    # + `cairn import` until searchable
+    .venv/bin/python bench/embed_bench.py --quick --no-drain --model all-MiniLM-L6-v2-int8   # float32, to compare
 
 Sections (every figure is the median of ``--runs`` runs):
 
 * **cold load**: in fresh subprocesses, ``import cairn.search.embed``, ``get_embedder()`` (onnxruntime
   import, model hash check, session build, tokenizer) and the first ``embed``;
 * **model**: ``Embedder.embed`` of ``--lessons`` realistic lessons (``context_gen.Generator``'s mix, the
-  text the drain embeds: ``service.embeddings.embed_text``, 40-600 characters) at batch sizes 16, 32 and
-  64; lessons per second of wall time and per CPU-second (the second moves less with machine load);
+  text the drain embeds: ``service.embeddings.embed_text``, 40-600 characters) at batch sizes 4, 16, 32
+  and 64; lessons per second of wall time and per CPU-second (the second moves less with machine load);
   plus one short query per call (the search path);
 * **drain**: ``Cairn.drain_embeddings`` of a freshly imported store of ``--lessons`` lessons (a new
   SQLite file / a new Postgres database per run), with the model replaced by the lessons' pooled
@@ -51,7 +52,7 @@ import context_gen  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "embed.json"
 OUT_QUICK = ROOT / "bench" / "out" / "embed-quick.json"
-BATCH_SIZES = (16, 32, 64)
+BATCH_SIZES = (4, 16, 32, 64)
 QUERIES = [
     "ModuleNotFoundError: No module named 'yaml'",
     "how do I stop readers blocking while the database is written",
@@ -316,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         "--import-lessons", type=int, default=0, help="also time `cairn import` of N lessons until searchable"
     )
     ap.add_argument("--threads", type=int, default=None, help="set CAIRN_EMBED_THREADS")
+    ap.add_argument("--model", default=None, help="set CAIRN_EMBED_MODEL (e.g. all-MiniLM-L6-v2-int8, float32)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     runs = args.runs or (1 if args.quick else 3)
@@ -325,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     backends_bench.clean_env()
     if args.threads is not None:
         os.environ["CAIRN_EMBED_THREADS"] = str(args.threads)
+    if args.model is not None:
+        os.environ["CAIRN_EMBED_MODEL"] = args.model
     import cairn.search.embed as E
     from cairn.service.embeddings import embed_text as _embed_text
 

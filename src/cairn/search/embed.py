@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import tokenizers
 
 __all__ = [
+    "BATCH_SIZE",
     "DIM",
     "FLOAT_MODEL_NAME",
     "HASH_DIM",
@@ -65,6 +66,10 @@ DIM = 384
 #: Truncation length in WordPiece tokens, [CLS] and [SEP] included (the model's max_seq_length).
 MAX_TOKENS = 256
 
+#: Texts per model run: small batches did best per CPU-second here (bench/README.md, embedding); a text's
+#: vector does not depend on it.
+BATCH_SIZE = 4
+
 HASH_MODEL_NAME = "hash-test-64"
 HASH_DIM = 64
 
@@ -87,7 +92,7 @@ class Embedder:
     name: str
     dim: int
 
-    def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         """Embed ``texts`` into a float32 array of shape ``(len(texts), dim)``, rows L2-normalized."""
         raise NotImplementedError
 
@@ -128,7 +133,7 @@ class MiniLMEmbedder(Embedder):
         self._tokenizer = tokenizer
         self._input_names = {i.name for i in session.get_inputs()}
 
-    def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         import numpy as np
 
         texts = _check_texts(texts, batch_size)
@@ -199,7 +204,7 @@ class HashEmbedder(Embedder):
     name = HASH_MODEL_NAME
     dim = HASH_DIM
 
-    def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         import numpy as np
 
         texts = _check_texts(texts, batch_size)

@@ -17,6 +17,7 @@ from cairn.core.lesson import HELD_CODE
 from cairn.core.principal import Principal
 from cairn.core.similarity import PARAPHRASE_COSINE
 from cairn.runtime.settings import Settings
+from cairn.search.embed import MODEL_NAME
 from cairn.service.api import Cairn
 from cairn.service.catalog.outputs import ReviewQueue, Written
 from tests.conftest import human
@@ -200,7 +201,7 @@ def test_reindex_embeds_the_tombstones_with_the_configured_model(
     out = svc.reindex(me)
     assert out["tombstones_embedded"] == 2
     models = {r["tombstone_id"]: r["model"] for r in rows(store, "SELECT tombstone_id, model FROM tombstone_vectors")}
-    assert models[tid] == "all-MiniLM-L6-v2-int8"
+    assert models[tid] == MODEL_NAME
     assert svc.write(me, SCOPE, "after-reindex", PARAPHRASE_2)["held"]["tombstone_id"] in models
 
 

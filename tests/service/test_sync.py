@@ -3,6 +3,7 @@ apply, merged histories and the conflict rule, forgetting wins, trust, tenancy a
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -520,3 +521,25 @@ def test_a_supersession_travels(pair) -> None:
     walk = server.svc.neighborhood(server.me, S, "new-way")["nodes"]
     assert [(n["key"], n["rel"]) for n in walk] == [("old-way", "supersedes")]
     assert server.svc.audit_verify(server.me)["ok"]
+
+
+def test_concurrent_feedback_merges_without_a_review(pair, clock) -> None:
+    laptop, server = pair
+    clock("2025-01-01T00:00:00Z")
+    laptop.svc.write(laptop.me, S, "f", "Pin the toolchain.")
+    server.pull_from(laptop)
+    clock("2025-01-02T00:00:00Z")
+    laptop.svc.feedback(laptop.me, S, "f", "helped")
+    clock("2025-01-03T00:00:00Z")
+    server.svc.feedback(server.me, S, "f", "not-helped")
+    assert server.pull_from(laptop).conflicts == 0
+    assert laptop.pull_from(server).conflicts == 0
+    assert laptop.versions() == server.versions()
+    for side in (laptop, server):
+        assert side.svc.review_queue(side.me)["candidates"][0].get("conflict") is None  # a candidate, no conflict
+        lesson = side.svc.read(side.me, S, "f")["lesson"]
+        assert (lesson["helped_count"], lesson["not_helped_count"]) == (0, 1)  # the later version stands
+    # The next write joins the two histories: one tip again.
+    laptop.svc.feedback(laptop.me, S, "f", "helped")
+    tips = rows(laptop.store, "SELECT tips FROM lessons WHERE key = 'f'")[0]["tips"]
+    assert len(json.loads(tips)) == 1

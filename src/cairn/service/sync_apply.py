@@ -387,6 +387,7 @@ class Applier:
                 v["trust"] = HELD
         lesson_info = ev.body.get("lesson") if isinstance(ev.body.get("lesson"), dict) else {}
         superseded = ev.body.get("superseded_by") if isinstance(ev.body.get("superseded_by"), dict) else None
+        rivals: list[dict[str, Any]] = []
         if existing is None:
             state = self._state(v, None, lesson_info, superseded)
             before_version = None
@@ -400,7 +401,9 @@ class Applier:
             current = winner["uid"] == v["uid"]
             state = self._state(v, existing, lesson_info, superseded) if current else dict(existing)
             before_version = existing["version"]
-        conflict = len(new_tips) > 1
+        # Histories diverged (two tips); a conflict for a person is when they disagree on the text:
+        # two stores counting a recurrence or feedback at once is merged by the rule without review.
+        conflict = len(new_tips) > 1 and any(r["content_hash"] != v["content_hash"] for r in rivals)
         if claims and current:
             merged = json.loads(state.get("claimed") or "null") or {}
             merged.update(claims)
@@ -408,7 +411,7 @@ class Applier:
         state["tips"] = json.dumps(new_tips)
         if conflict:
             state["conflicted_at"] = (existing or {}).get("conflicted_at") or self.now
-        elif v["human"]:
+        elif v["human"] and len(new_tips) == 1:
             state["conflicted_at"] = None  # a person's version that leaves one history resolves it
         else:
             state["conflicted_at"] = (existing or {}).get("conflicted_at")
@@ -419,8 +422,10 @@ class Applier:
             "uid": v["uid"],
             "current": current,
         }
+        if len(new_tips) > 1:
+            detail["diverged"] = new_tips
         if conflict:
-            detail["conflict"] = new_tips
+            detail["conflict"] = True
         if claims:
             detail["claimed"] = claims
         if hold is not None:
@@ -458,7 +463,11 @@ class Applier:
         if not uids:
             return []
         q = select(
-            lesson_versions.c.uid, lesson_versions.c.human, lesson_versions.c.valid_from, lesson_versions.c.recorded_at
+            lesson_versions.c.uid,
+            lesson_versions.c.human,
+            lesson_versions.c.valid_from,
+            lesson_versions.c.recorded_at,
+            lesson_versions.c.content_hash,
         ).where(
             lesson_versions.c.tenant_id == self.principal.tenant_id,
             lesson_versions.c.lesson_id == lesson_id,

@@ -75,6 +75,7 @@ GROUPS = {
     "webhook": {"add", "list", "rotate", "remove"},
     "conversation": {"list", "show", "forget"},
     "sync": {"status"},
+    "consolidate": {"runs", "show", "apply", "drop", "undo"},
 }  # fmt: skip
 
 

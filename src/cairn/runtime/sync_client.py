@@ -281,13 +281,18 @@ def exchange(
         if len(page["events"]) > 1 and _request_bytes(page) > MAX_SYNC_BYTES:
             size = max(1, len(page["events"]) // 2)  # over the server's body cap: smaller pages
             continue
-        n += 1
-        result = server.apply(page)
-        _crash_point("push-sent", n)
-        server_head = result.get("head") or server_head
-        local.record_pushed(server_id, int(page["cursor"]), server_head)
-        _crash_point("push-recorded", n)
-        pushed.add(len(page["events"]), result)
+        if page["events"]:
+            n += 1
+            result = server.apply(page)
+            _crash_point("push-sent", n)
+            server_head = result.get("head") or server_head
+            local.record_pushed(server_id, int(page["cursor"]), server_head)
+            _crash_point("push-recorded", n)
+            pushed.add(len(page["events"]), result)
+        else:
+            # Only rows whose events came from the server (what this sync just pulled): nothing to
+            # send, so the cursor moves here without a request.
+            local.record_pushed(server_id, int(page["cursor"]), server_head)
         push_from = pushed.cursor = int(page["cursor"])
         size = batch
         if progress:

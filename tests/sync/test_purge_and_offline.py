@@ -2,8 +2,8 @@
 
 * A purge on the server erases the content from each laptop's SQLite file (read byte for byte,
   after a checkpoint) once it syncs, and the laptop's audit says so.
-* Offline: ``cairn sync`` against a server that is not there fails with UNREACHABLE (exit 3) and
-  changes nothing; every other command keeps working on the local store, ``cairn sync status``
+* Offline: ``cairn sync`` against a real ``cairn serve`` that was stopped fails with UNREACHABLE
+  (exit 3) and changes nothing; every other command keeps working on the local store, ``cairn sync status``
   says what the last exchange recorded, and a hook never waits on the configured server.
 """
 
@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 
+from cairn.runtime.remote import RemoteCairn
+from tests.cli.test_remote import _free_port
+from tests.conftest import run_cli
+from tests.daemon.test_daemon import _env, stop_daemon
 from tests.hosts.test_hook import claude, context_of
-from tests.sync.conftest import Rig, envelope
+from tests.sync.conftest import Laptop, Rig, envelope
 
 SECRET = "The staging root password is hunter2-correct-horse."
 
@@ -41,33 +50,68 @@ def test_a_server_purge_erases_the_content_from_both_laptops_files(rig: Rig) -> 
     assert SECRET.encode() not in a.file_bytes()
 
 
-def test_offline_sync_fails_clearly_and_every_other_command_keeps_working(rig: Rig) -> None:
-    """The laptop syncs through a server address that then goes away (a second listener on the same
-    service, stopped): the sync fails with UNREACHABLE, exit 3; everything else works locally."""
-    from cairn.api.app import create_app
-    from tests.http_server import serving
+def _serve(home: Path, db: str, port: int) -> subprocess.Popen[str]:
+    """A real ``cairn serve`` (its own process) on ``db``, answering on loopback ``port``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cairn.cli.main", "--home", str(home), "--db", db,
+         "serve", "--no-warm", "--no-sweep", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(), cwd=home,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while True:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=5):
+                return proc
+        except OSError:
+            assert time.monotonic() < deadline, "cairn serve did not answer within 90 s"
+            time.sleep(0.2)
 
-    a = rig.laptop("a")
+
+def test_offline_sync_fails_clearly_and_every_other_command_keeps_working(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    """Against a real ``cairn serve`` (on the module's database) that is stopped after a first sync:
+    the sync fails with UNREACHABLE, exit 3, and changes nothing; every other command works on the
+    local store; ``sync status`` says what the last exchange recorded; once the server is back at
+    the same address, the writes made offline reach it."""
+    from tests.conftest import new_store_url
+
+    db = new_store_url(request, backend, tmp_path / "server-db")
+    server_home = tmp_path / "server-home"
+    server_home.mkdir()
+    token = json.loads(run_cli(server_home, "--json", "--db", db, "user", "create", "alice").stdout)["data"]["token"]
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    a = Laptop("a", tmp_path / "laptop", url, token)
     a.ok("write", "global", "offline-one", "Written on the train.")
-    with serving(create_app(rig.svc, mcp=False)) as there:
-        a.url = there
-        a.sync()
-    proc = a.sync_proc(process=True)  # the same address, nobody listening now
+    server = _serve(server_home, db, port)
+    try:
+        assert a.sync()["pushed"]["applied"] >= 1
+    finally:
+        stop_daemon(server)
+    proc = a.sync_proc(process=True)  # the same address, the server stopped
     env = envelope(proc)
     assert proc.returncode == 3 and env["reason"]["code"] == "UNREACHABLE", env
-    assert there in env["reason"]["message"]
+    assert url in env["reason"]["message"]
+    before = a.versions()
     # The local store answers as before, and a write made offline waits for the next sync.
     a.ok("write", "global", "offline-two", "Written in the tunnel.")
     assert {x["key"] for x in a.ok("list")["lessons"]} >= {"offline-one", "offline-two"}
-    status = a.ok("--url", there, "sync", "status", env={"CAIRN_TOKEN": a.token})
+    assert set(a.versions()) - set(before) == {("global", "offline-two")}
+    status = a.ok("--url", url, "sync", "status", env={"CAIRN_TOKEN": token})
     assert status["reachable"] is False and status["reason"]["code"] == "UNREACHABLE"
     recorded = status["peer"]  # what the last exchange recorded, read offline
     assert recorded["pushed_cursor"] > 0 and recorded["last_exchange_at"] and recorded["peer_head"]["seq"] > 0
-    a.url = rig.url  # the server back (at its usual address)
-    back = a.ok("--url", rig.url, "sync", "status", env={"CAIRN_TOKEN": a.token})
-    assert back["reachable"] and back["pending"]["push"] >= 1 and back["pending"]["pull"] == 0
-    assert a.sync()["pushed"]["applied"] >= 1
-    assert "Written in the tunnel." in rig.active_values()
+    server = _serve(server_home, db, port)  # back, at the same address
+    try:
+        back = a.ok("--url", url, "sync", "status", env={"CAIRN_TOKEN": token})
+        assert back["reachable"] and back["pending"]["push"] >= 1 and back["pending"]["pull"] == 0
+        assert a.sync()["pushed"]["applied"] >= 1
+        listed = RemoteCairn(url, token).list(None, limit=100)["lessons"]
+        assert {x["key"] for x in listed} >= {"offline-one", "offline-two"}
+    finally:
+        stop_daemon(server)
 
 
 def test_hooks_and_commands_never_touch_the_configured_server(rig: Rig) -> None:

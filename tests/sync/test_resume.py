@@ -102,3 +102,43 @@ def test_sync_refuses_what_it_cannot_do(rig: Rig) -> None:
     assert bad_url["reason"]["code"] == "INVALID_INPUT" and bad_url["reason"]["data"]["corrected"]
     too_big = envelope(laptop.sync_proc("--batch", "999999"))
     assert too_big["reason"]["code"] == "INVALID_INPUT"
+
+
+def test_the_daemon_logs_an_unreachable_server_by_its_code_and_keeps_serving(rig: Rig, tmp_path) -> None:
+    """A background round against a server that is not there: one log line with the code and the
+    host, never the token; the daemon keeps answering its socket and the next round is scheduled."""
+    import socket as socketlib
+    import subprocess
+    import sys
+
+    from cairn.daemon.protocol import PROTOCOL
+    from cairn.runtime.client import ask_daemon
+
+    with socketlib.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    laptop = rig.laptop("offline-daemon")
+    laptop.ok("write", "global", "local-only", "Written while the server is down.")
+    (laptop.home / "config.toml").write_text(
+        f'[sync]\nurl = "{dead}"\ninterval_minutes = 60\ntoken_env = "CAIRN_SYNC_TOKEN"\n', encoding="utf-8"
+    )
+    log_path = tmp_path / "daemon.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cairn.cli.main", "--home", str(laptop.home), "serve", "--no-http", "--no-warm"],
+            stdout=subprocess.DEVNULL, stderr=log, text=True, env=_env(CAIRN_SYNC_TOKEN=laptop.token),
+            cwd=laptop.home,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while "sync with" not in log_path.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.2)
+            answer = ask_daemon(laptop.home, {"v": PROTOCOL, "op": "ping", "params": {}})
+            assert answer is not None and answer["ok"]
+        finally:
+            stop_daemon(proc)
+    text = log_path.read_text()
+    port = dead.rsplit(":", 1)[1]
+    assert f"sync with 127.0.0.1:{port} failed: UNREACHABLE; next try in 60 min" in text, text
+    assert laptop.token not in text

@@ -543,3 +543,39 @@ def test_concurrent_feedback_merges_without_a_review(pair, clock) -> None:
     laptop.svc.feedback(laptop.me, S, "f", "helped")
     tips = rows(laptop.store, "SELECT tips FROM lessons WHERE key = 'f'")[0]["tips"]
     assert len(json.loads(tips)) == 1
+
+
+def _statements(store: Store, fn) -> int:  # type: ignore[no-untyped-def]
+    from sqlalchemy import event
+
+    count = 0
+
+    def seen(*_args: object) -> None:
+        nonlocal count
+        count += 1
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        fn()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    return count
+
+
+def test_a_feed_page_costs_the_same_few_queries_whatever_it_holds(pair) -> None:
+    laptop, server = pair
+    laptop.svc.import_lines(
+        laptop.me, [f'{{"scope": "{S}", "key": "k{n}", "value": "Lesson {n}."}}' for n in range(300)]
+    )
+    laptop.svc.sync_store_id(laptop.me)
+    small = _statements(laptop.store, lambda: laptop.svc.sync_feed(laptop.me, since=0, limit=10))
+    large = _statements(laptop.store, lambda: laptop.svc.sync_feed(laptop.me, since=0, limit=300))
+    assert large == small  # no query per lesson
+    # An apply of new lessons: a fixed number of statements per batch, plus at most the one insert
+    # per lesson that returns its id (SQLite's driver returns ids row by row, as for a bulk import).
+    few = laptop.svc.sync_feed(laptop.me, since=0, limit=10)
+    many = laptop.svc.sync_feed(laptop.me, since=10, limit=290)
+    server.svc.sync_store_id(server.me)
+    first = _statements(server.store, lambda: server.svc.sync_apply(server.me, few))
+    second = _statements(server.store, lambda: server.svc.sync_apply(server.me, many))
+    assert second - first <= (290 - 10) + 5

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from cairn.search.embed import DIM, ENV_MODEL, HASH_DIM, HASH_MODEL_NAME, MODEL_NAME, HashEmbedder
+from cairn.search.embed import DIM, ENV_MODEL, FLOAT_MODEL_NAME, HASH_DIM, HASH_MODEL_NAME, MODEL_NAME, HashEmbedder
 from cairn.service.api import Cairn
 from cairn.store import search_index as ix
 from tests.contract import raw
@@ -79,6 +79,20 @@ def test_model_switch_reembeds_every_active_lesson_and_back(svc: Cairn, monkeypa
     svc.search(ME, "database locking")
     assert embeddings(svc) == {k: (MODEL_NAME, DIM, True) for k in ACTIVE}
     assert vec_keys(svc, MINILM_TABLE) == ACTIVE
+
+
+def test_a_store_of_float32_vectors_moves_to_the_integer_model(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The previous default (float32) is another vector space: the first search under the integer model
+    re-embeds every active lesson into its own table, and what it finds is what float32 found."""
+    monkeypatch.setenv(ENV_MODEL, FLOAT_MODEL_NAME)
+    before = keys(svc.search(ME, "database locking", mode="vector", limit=3))
+    assert embeddings(svc) == {k: (FLOAT_MODEL_NAME, DIM, True) for k in ACTIVE}
+    monkeypatch.delenv(ENV_MODEL)
+    after = keys(svc.search(ME, "database locking", mode="vector", limit=3))
+    assert embeddings(svc) == {k: (MODEL_NAME, DIM, True) for k in ACTIVE}
+    assert vec_keys(svc, MINILM_TABLE) == ACTIVE
+    assert ix.vec_table(FLOAT_MODEL_NAME, DIM) != MINILM_TABLE
+    assert after[0] == before[0] == "sqlite-wal"
 
 
 def test_recall_also_follows_the_model(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,7 +22,7 @@ sync_app = typer.Typer(
 # No bound here: the sync service's (core/sync.py) is checked by the exchange, and importing its
 # models would load pydantic for every command's --help.
 BATCH = Annotated[
-    int | None, typer.Option(min=1, help="events per request (default and most: the sync service's batch)")
+    int | None, typer.Option(min=1, help="feed rows per request (default and most: the sync service's batch)")
 ]
 PULL_ONLY = Annotated[bool, typer.Option("--pull-only", help="take the server's changes, send none of this store's")]
 

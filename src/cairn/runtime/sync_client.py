@@ -235,8 +235,8 @@ def exchange(
     push: bool = True,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Pull then push until both feeds are drained; the summary of what moved. ``batch``: events per
-    request (default and at most the sync service's, ``core/sync.py``)."""
+    """Pull then push until both feeds are drained; the summary of what moved. ``batch``: feed rows
+    per request (default and at most the sync service's, ``core/sync.py``)."""
     from cairn.api.guard import MAX_SYNC_BYTES
     from cairn.core.sync import DEFAULT_BATCH, MAX_BATCH
 

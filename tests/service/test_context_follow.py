@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from cairn.core.principal import Principal
@@ -126,3 +127,21 @@ def test_a_forgotten_lessons_text_is_not_served_from_what_context_kept(svc: Cair
     assert [lesson["key"] for lesson in after["lessons"]] == ["plain"]
     idx = svc._rank_index(me.tenant_id)
     assert all("hunter2" not in row["value"] for row in idx.memo.get("texts", {}).values())
+
+
+def test_a_new_lesson_is_appended_without_copying_the_columns_nor_touching_a_readers_snapshot(
+    svc: Cairn, me: Principal, clock
+) -> None:
+    svc.write(me, R, "a", "Retry the upload with exponential backoff.")
+    block(svc, me)
+    svc.write(me, R, "b", "Backoff needs jitter or the clients stampede.")
+    block(svc, me)  # the first append moves each column into a buffer with room
+    idx = svc._rank_index(me.tenant_id)
+    snapshot = idx.arrays
+    held = snapshot.ids.copy()
+    svc.write(me, R, "c", "A retry storm took the payments API down.")
+    after = block(svc, me)
+    assert after["eligible"] == 3
+    assert len(idx.arrays.ids) == len(held) + 1
+    assert np.shares_memory(idx.arrays.ids, snapshot.ids)  # widened in place, not copied
+    assert list(snapshot.ids) == list(held)  # what a reader took is as it was

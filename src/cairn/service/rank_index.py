@@ -178,6 +178,7 @@ class RankIndex:
     _scope_codes: dict[str, int] = field(default_factory=dict)
     _bucket_codes: dict[str, int] = field(default_factory=dict)
     memo: dict[Any, Any] = field(default_factory=dict)
+    _room: dict[str, np.ndarray] = field(default_factory=dict)  # each column's buffer (``_append``)
 
     def scope_code(self, scope: str) -> int:
         code = self._scope_codes.get(scope)
@@ -250,6 +251,7 @@ class RankIndex:
         )
 
     def _load_all(self, conn: Connection) -> None:
+        self._room = {}
         parts = []
         result = conn.execution_options(yield_per=LOAD_CHUNK).execute(
             select(*_columns(self.vectors))
@@ -304,13 +306,41 @@ class RankIndex:
                 return None
             came = np.ones(len(new.ids), dtype=bool)
             came[source] = False
-            if came.any():  # new lessons go after the rows that keep their places (one copy per column)
-                self.arrays = Arrays.concat([self.arrays, new.take(np.nonzero(came)[0])])
+            if came.any():  # new lessons go after the rows that keep their places
+                self.arrays = self._append(self.arrays, new.take(np.nonzero(came)[0]))
             return np.arange(len(old.ids), len(self.arrays.ids))
         keep = np.ones(len(old.ids), dtype=bool)
         keep[held] = False
         self.arrays = Arrays.concat([old.take(np.nonzero(keep)[0]), new])
+        self._room = {}  # the old buffers: nothing will append to them again
         return None
+
+    def _append(self, a: Arrays, extra: Arrays) -> Arrays:
+        """``a`` with ``extra``'s rows after its own.
+
+        Each column is a view of the start of a larger buffer; new rows are written into the room
+        after it (no reader holds a view that reaches there) and the view is widened, so a new lesson
+        costs its own row, not a copy of every column (hundreds of MB at a million lessons once
+        search has loaded the vectors). A column without room (or replaced since) moves to a new
+        buffer with room to spare.
+        """
+        n, k = len(a.ids), len(extra.ids)
+        columns: dict[str, np.ndarray] = {}
+        for f in _FIELDS:
+            column, rows = getattr(a, f), getattr(extra, f)
+            buffer = self._room.get(f)
+            if (
+                buffer is None
+                or column.base is not buffer
+                or column.ctypes.data != buffer.ctypes.data
+                or (len(buffer) < n + k)
+            ):
+                buffer = np.empty((n + k + max(1024, (n + k) // 16), *column.shape[1:]), dtype=column.dtype)
+                buffer[:n] = column
+                self._room[f] = buffer
+            buffer[n : n + k] = rows
+            columns[f] = buffer[: n + k]
+        return Arrays(**columns)
 
     def refresh(self, conn: Connection, model: str, vectors: bool = False) -> None:
         """Bring the index up to the tenant's last audit row and newest vectors (in a read transaction).
@@ -323,6 +353,8 @@ class RankIndex:
             self.dim = 0
         if vectors and not self.vectors:
             self.vectors, self.seq = True, -1
+        if self.seq < 0:
+            self._room = {}
         if self.seq < 0 and self.persist is not None:  # a fresh process: start from the kept state
             from cairn.service import rank_cache
 

@@ -396,10 +396,19 @@ class Applier:
         else:
             old = tips_of(existing)
             new_tips = sorted({t for t in old if t not in v["parents"]} | {v["uid"]})
-            rivals = self._versions_by_uid(existing["id"], [t for t in new_tips if t != v["uid"]])
+            # The lesson's state is its old tips' winner's; the new one is the winner among the tips
+            # that remain and this version. Usually one of those two; when the old winner was just
+            # continued by this version and loses to another tip, that tip's version becomes current.
+            held = self._versions_by_uid(existing["id"], old)
+            rivals = [r for r in held if r["uid"] in new_tips]
             winner = rules.head([*rivals, v])
             current = winner["uid"] == v["uid"]
-            state = self._state(v, existing, lesson_info, superseded) if current else dict(existing)
+            if current:
+                state = self._state(v, existing, lesson_info, superseded)
+            elif held and winner["uid"] == rules.head(held)["uid"]:
+                state = dict(existing)
+            else:
+                state = self._state(winner, existing, {}, None)
             before_version = existing["version"]
         # Histories diverged (two tips); a conflict for a person is when they disagree on the text:
         # two stores counting a recurrence or feedback at once is merged by the rule without review.
@@ -460,15 +469,10 @@ class Applier:
         return bool(identities) and content_identity(v["value"]) in identities
 
     def _versions_by_uid(self, lesson_id: int, uids: list[str]) -> list[dict[str, Any]]:
+        """Versions of one lesson by uid, whole (one may become the lesson's current state)."""
         if not uids:
             return []
-        q = select(
-            lesson_versions.c.uid,
-            lesson_versions.c.human,
-            lesson_versions.c.valid_from,
-            lesson_versions.c.recorded_at,
-            lesson_versions.c.content_hash,
-        ).where(
+        q = select(lesson_versions).where(
             lesson_versions.c.tenant_id == self.principal.tenant_id,
             lesson_versions.c.lesson_id == lesson_id,
             lesson_versions.c.uid.in_(uids),

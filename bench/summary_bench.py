@@ -162,7 +162,7 @@ def fmt(v: Any) -> str:
 
 
 def report(result: dict[str, Any], previous: dict[str, Any] | None) -> str:
-    before = {r["what"]: r for r in (previous or {}).get("rows", [])}
+    before = {(r["what"], r.get("at")): r for r in (previous or {}).get("rows", [])}  # same figure, same size
     lines = [
         f"\nCairn against its speed targets ({'quick' if result['quick'] else 'full'} run, {result['at']}, "
         f"load {result['load_start']} → {result['load_end']}, {result['minutes']} min)\n",
@@ -174,7 +174,7 @@ def report(result: dict[str, Any], previous: dict[str, Any] | None) -> str:
         lorekit_target = r["what"].endswith("LoreKit's hook, p50")
         target = "< LoreKit" if lorekit_target else f"{sign} {fmt(r['target'])} {r['unit']}"
         met = {True: "yes", False: "NO", None: ""}[r["met"]]
-        prev = before.get(r["what"], {}).get("figure")
+        prev = before.get((r["what"], r.get("at")), {}).get("figure")
         lines.append(
             f"| {r['what']} | {fmt(r.get('at'))} | {fmt(r['figure'])} {r['unit'] if r['figure'] is not None else ''} "
             f"| {target} | {met} | {fmt(r.get('lorekit'))} | {fmt(prev)} | {r['load']} "

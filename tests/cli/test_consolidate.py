@@ -67,3 +67,12 @@ def test_bad_input_is_refused_with_a_stable_code(store: Cli) -> None:
     store.refused("INVALID_INPUT", "consolidate", "show", "abc")
     store.refused("INVALID_INPUT", "consolidate", "--dry-run", "--resume")
     store.refused("INVALID_INPUT", "consolidate", "--stale-days", "0")
+    run = str(store.ok("consolidate", "--plan", env=NOW)["run"]["id"])
+    store.refused("NOT_FOUND", "consolidate", "apply", run, "--action", "9", env=NOW)
+    store.ok("consolidate", "drop", run, "--action", "1", env=NOW)
+    # A dropped action says so (not "not found"), and applying or dropping it again changes nothing.
+    for verb in ("apply", "drop"):
+        refused = store.refused("CONFLICT", "consolidate", verb, run, "--action", "1", env=NOW)
+        assert "action 1 is dropped (dropped by" in refused["message"]
+    assert store.ok("read", API, "pin-pytest")["lesson"]["status"] == "active"
+    assert [a["status"] for a in store.ok("consolidate", "show", run, env=NOW)["actions"]] == ["dropped", "planned"]

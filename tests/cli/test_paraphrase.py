@@ -33,6 +33,10 @@ def test_a_paraphrase_is_held_out_of_every_command_until_verified(cli: Cli) -> N
     assert "held" in text
     shown = cli("write", SCOPE, "vault-path-2", "Staging deploy key: stored in Vault, path ops/deploy/staging.").stdout
     assert f"held: resembles forgotten {SCOPE} deploy-key (tombstone {tid}" in shown and "leaked location" in shown
+    # One line says it is held, one names the tombstone, one says what happens next; no repeats.
+    first, mark, then = shown.strip().splitlines()
+    assert first == f"created {SCOPE} vault-path-2 (v1, held for review)"
+    assert mark.startswith("held: ") and "cairn review verify" in then and "cairn review reject" in then
     for path, keys in keys_everywhere(cli).items():
         assert "vault-path" not in keys and "vault-path-2" not in keys, path
     cli.refused("NOT_FOUND", "read", SCOPE, "vault-path")

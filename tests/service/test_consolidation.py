@@ -92,8 +92,12 @@ def test_apply_writes_through_the_audited_paths(svc: Cairn, fixed: Principal) ->
     )  # fmt: skip
     assert svc.read(fixed, FEAT_A, "utc")["lesson"]["status"] == "active"  # sources stay
 
-    queue = {(c["scope"], c["key"]) for c in svc.review_queue(fixed, scope=API)["candidates"]}
-    assert {(API, "system-python"), (API, "no-system-python"), (API, "utc")} <= queue
+    queue = {(c["scope"], c["key"]): c for c in svc.review_queue(fixed, scope=API)["candidates"]}
+    assert {(API, "system-python"), (API, "no-system-python"), (API, "utc")} <= set(queue)
+    # The flagged pair is decided together: each entry names the other; nothing else is marked.
+    assert queue[API, "system-python"]["contradicts"] == [{"scope": API, "key": "no-system-python"}]
+    assert queue[API, "no-system-python"]["contradicts"] == [{"scope": API, "key": "system-python"}]
+    assert "contradicts" not in queue[API, "utc"]
     assert svc.lesson_detail(fixed, WEB, "old-note")["lesson"]["status"] == "archived"
 
     def edges(conn: Any) -> set[tuple[int, int, str]]:

@@ -133,3 +133,22 @@ def test_refusals(seeded: Web) -> None:
     assert forged.status == 403 and "FORBIDDEN" in forged.text
     assert ro.post("/ui/consolidation/plan", {"csrf": ro.csrf()}).status == 403
     assert {a["status"] for a in web.svc.consolidate_show(web.alice_p, run)["actions"]} == {"planned"}
+
+
+def test_the_review_page_names_the_lesson_a_flagged_one_contradicts(seeded: Web) -> None:
+    web = seeded
+    scope = "repo::acme/argue"
+    web.svc.write(web.alice_p, scope, "tabs", "Indent the Makefile recipes with tabs.")
+    web.svc.write(web.alice_p, scope, "no-tabs", "Never indent the Makefile recipes with tabs.")
+    web.svc.write(web.alice_p, scope, "lint", "Run ruff before every commit.")
+    applied = web.svc.consolidate_apply(web.alice_p, scopes=[scope])
+    assert [a["kind"] for a in applied["actions"]] == ["flag-contradiction"]
+    page = signed_in(web, web.alice).get(f"/ui/review?scope={scope}")
+    assert page.status == 200
+    rows = {r.split("</tr>", 1)[0] for r in page.text.split("<tr")[1:]}
+    tabs = next(r for r in rows if ">tabs</a>" in r.split("Contradicts:")[0])
+    no_tabs = next(r for r in rows if ">no-tabs</a>" in r.split("Contradicts:")[0])
+    lint = next(r for r in rows if ">lint</a>" in r)
+    assert "Contradicts:" in tabs and ">no-tabs</a>" in tabs.split("Contradicts:")[1]
+    assert "Contradicts:" in no_tabs and ">tabs</a>" in no_tabs.split("Contradicts:")[1]
+    assert "Contradicts:" not in lint

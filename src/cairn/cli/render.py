@@ -37,13 +37,17 @@ def write_result(r: dict[str, Any]) -> str:
         "promoted": f"recurrence of {where}: seen {lesson['seen_count']}x, promoted to verified",
         "unchanged": f"unchanged {where}",
     }.get(action, f"{action} {where}")
-    if r.get("note"):
+    # A held write's note is a sentence of its own (what happens next), printed under the tombstone
+    # it resembles; the status line would only say "held" a third time.
+    if r.get("note") and not r.get("held"):
         text += f" ({r['note']})"
     if r.get("routed_to"):
         text += f" [in {r['routed_to']}: the scope is bound there]"
     if r.get("held"):
         text += f"\nheld: {held(r['held'])}"
-    if lesson["status"] != "active":
+        if r.get("note"):
+            text += f"\n{r['note']}"
+    elif lesson["status"] != "active":
         text += f"\nnote: this lesson is {lesson['status']}; reads will not return it"
     return text
 
@@ -151,6 +155,9 @@ def review(r: dict[str, Any]) -> str:
         lines.append(f"- ({c['scope']}) {c['key']} — by {by}, seen {c['seen_count']}x — {first_line(c['value'], 90)}")
         if c.get("held"):
             lines.append(f"  held: {held(c['held'])}")
+        if c.get("contradicts"):
+            others = ", ".join(f"{o['scope']} {o['key']}" for o in c["contradicts"])
+            lines.append(f"  contradicts: {others} (keep one: verify it, reject the other)")
     lines.append("verify: cairn review verify SCOPE KEY · reject: cairn review reject SCOPE KEY --reason R")
     return "\n".join(lines) + more(r)
 

@@ -60,6 +60,27 @@ PLAN_ACTION = "consolidate-plan"
 UNDO_ACTION = "consolidate-undo"
 
 
+def _refuse_unplanned(conn: Connection, acting: Principal, run_id: int, positions: list[int]) -> None:
+    """Refuse positions that are not planned actions of the run: ``NOT_FOUND`` for a position the run
+    does not have, ``CONFLICT`` naming the status (and why) for one already applied, dropped, skipped
+    or discarded, which only a new plan can propose again."""
+    if not positions:
+        return
+    missing = [p for p in positions if ledger.action(conn, acting, run_id, p) is None]
+    if missing:
+        raise CairnError(
+            "NOT_FOUND",
+            f"run {run_id} has no action at position {', '.join(map(str, missing))} (cairn consolidate show {run_id})",
+        )
+    done = [ledger.action(conn, acting, run_id, p) for p in positions]
+    said = "; ".join(
+        f"action {a['position']} is {a['status']}" + (f" ({a['status_reason']})" if a["status_reason"] else "")
+        for a in done
+        if a is not None
+    )
+    raise CairnError("CONFLICT", f"run {run_id}: {said}; only planned actions apply or drop (plan again for new ones)")
+
+
 @dataclass(eq=False, repr=False)
 class Consolidation:
     """Consolidation runs over one store; ``before_action`` is a test hook (called with each action's
@@ -211,11 +232,7 @@ class Consolidation:
             )
             pending = [int(p) for p in conn.execute(query.order_by(consolidation_actions.c.position)).scalars()]
             if positions is not None:
-                unknown = sorted(set(positions) - set(pending))
-                if unknown:
-                    raise CairnError(
-                        "NOT_FOUND", f"run {run_id} has no planned action at position {', '.join(map(str, unknown))}"
-                    )
+                _refuse_unplanned(conn, acting, run_id, sorted(set(positions) - set(pending)))
                 pending = [p for p in pending if p in set(positions)]
             return pending
 
@@ -409,11 +426,7 @@ class Consolidation:
             ).mappings()
             acts = {int(r["position"]): dict(r) for r in rows}
             if positions is not None:
-                unknown = sorted(set(positions) - set(acts))
-                if unknown:
-                    raise CairnError(
-                        "NOT_FOUND", f"run {run_id} has no planned action at position {', '.join(map(str, unknown))}"
-                    )
+                _refuse_unplanned(conn, acting, run_id, sorted(set(positions) - set(acts)))
             for pos, act in acts.items():
                 if positions is None or pos in positions:
                     conn.execute(

@@ -9,6 +9,7 @@ marked with the tombstone it resembles; it leaves the queue the same two ways.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select
@@ -20,13 +21,44 @@ from cairn.core.principal import READ, WRITE, Principal
 from cairn.core.scope import validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.service import paraphrase
+from cairn.service.consolidation_effects import CONTRADICTS
 from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch_known, paged, public
 from cairn.service.tombstones import Tombstones, check_limit, check_tombstones
 from cairn.service.tx import read_tx, write_tx
 from cairn.store import predicates
 from cairn.store.engine import Store
-from cairn.store.schema import lessons
+from cairn.store.schema import lessons, links
+
+
+def _contradicting(
+    conn: Connection, principal: Principal, ids: list[int], now: datetime
+) -> dict[int, list[dict[str, str]]]:
+    """For lessons of a review page, the active lessons they are linked ``contradicts`` with (either
+    direction), by address: a reviewer decides such a pair together (verify one, reject the other),
+    so the queue names the other side. Lessons in scopes the caller cannot see are left out."""
+    if not ids:
+        return {}
+    other = lessons.alias("other")
+    out: dict[int, list[dict[str, str]]] = {}
+    for side, far in ((links.c.src_id, links.c.dst_id), (links.c.dst_id, links.c.src_id)):
+        q = (
+            select(side.label("lesson_id"), other.c.scope, other.c.key)
+            .join(other, other.c.id == far)
+            .where(
+                links.c.tenant_id == principal.tenant_id,
+                links.c.rel == CONTRADICTS,
+                side.in_(ids),
+                other.c.tenant_id == principal.tenant_id,
+                predicates.active(now, other),
+            )
+        )
+        for lesson_id, scope, key in conn.execute(q):
+            if principal.can_see(scope):
+                found = out.setdefault(int(lesson_id), [])
+                if {"scope": scope, "key": key} not in found:
+                    found.append({"scope": scope, "key": key})
+    return out
 
 
 @dataclass(eq=False, repr=False)
@@ -58,6 +90,7 @@ class Review:
             order = ((lessons.c.created_at, False), (lessons.c.id, False))
             rows, after = paged(conn, principal, q, order, limit, kind="review", cursor=cursor)
             held = paraphrase.marks(conn, principal, [r["id"] for r in rows if r["trust"] == HELD])
+            against = _contradicting(conn, principal, [r["id"] for r in rows], now)
             out = []
             for r in rows:
                 entry = public(r, now)
@@ -65,6 +98,8 @@ class Review:
                     entry["held"] = held.get(r["id"], {"code": paraphrase.HELD_CODE})
                 if r["conflicted_at"] is not None:
                     entry["conflict"] = True
+                if r["id"] in against:
+                    entry["contradicts"] = against[r["id"]]
                 out.append(entry)
             return {"candidates": out, "next_cursor": after}
 

@@ -122,6 +122,18 @@ def test_promotion_is_not_proposed_when_the_rung_above_holds_it() -> None:
     assert [x.kind for x in plan([a, b, held], NOW)] == []
 
 
+def test_promotion_is_not_proposed_at_an_address_a_lesson_holds() -> None:
+    a = rec("branch::acme/api::feat-a", "tz", "store timestamps in UTC", vec(7))
+    b = rec("branch::acme/api::feat-b", "tz", "store timestamps in UTC", vec(7))
+    # An archived (or superseded) lesson at repo::acme/api tz: the write would be refused there.
+    assert plan([a, b], NOW, taken=[(R, "tz")]) == []
+    # An active, different lesson under that key: the same.
+    other = rec(R, "tz", "deploy on Tuesdays only", vec(12))
+    assert [x.kind for x in plan([a, b, other], NOW)] == []
+    # Another address in that scope, or the same key elsewhere, does not stop it.
+    assert [x.kind for x in plan([a, b], NOW, taken=[(R, "tz-old"), ("repo::acme/web", "tz")])] == ["promote"]
+
+
 def test_repositories_of_one_project_promote_to_the_project() -> None:
     a = rec("repo::acme/shop", "money", "keep money in integer cents", vec(8))
     b = rec("repo::fork/shop", "money", "keep money in integer cents", vec(8, 0.05))

@@ -139,6 +139,10 @@ def test_undo_restores_the_exact_prior_state(svc: Cairn, fixed: Principal) -> No
     with pytest.raises(CairnError) as twice:
         svc.consolidate_undo(fixed, run)
     assert twice.value.code == "CONFLICT"
+    # The undone promotion's candidate stays archived at its address: a new plan does not propose it
+    # again (the write would be refused there, on every scheduled run).
+    kinds = [a["kind"] for a in svc.consolidate_preview(fixed)["actions"]]
+    assert "promote" not in kinds and kinds[:2] == ["merge", "flag-contradiction"]
 
 
 def test_a_lesson_edited_after_the_plan_is_discarded_and_recomputed(svc: Cairn, fixed: Principal) -> None:

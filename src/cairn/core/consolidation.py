@@ -16,7 +16,9 @@ The actions, in the order a plan lists them:
 * ``promote`` — the same lesson (near-duplicates, or the same text) in several ``branch::`` scopes of
   one repository becomes a candidate at ``repo::`` scope; in several repositories of one project
   (the repository's name, as git detection derives it) a candidate at ``project::`` scope — unless
-  that scope already holds it.
+  that scope already holds it, or the address it would be written at holds a lesson in any state (an
+  archived one there is a person's earlier answer, or a promotion an undo archived: proposing it
+  again on every run would only be skipped by the write's address check).
 * ``flag-contradiction`` — a pair in one scope that is close in meaning and words but of opposite
   polarity (``core/similarity.is_contradiction``), not already linked ``contradicts``.
 * ``archive-stale`` — candidates seen once (one sighting, ``seen_count`` 1), never marked helped,
@@ -313,8 +315,12 @@ def _parent(scope: str) -> tuple[str, str] | None:
     return None
 
 
-def _promotions(records: Sequence[Record], everything: Sequence[Record], used: set[int]) -> list[Proposal]:
-    """A lesson recurring in several narrower scopes of one parent, proposed one rung up."""
+def _promotions(
+    records: Sequence[Record], everything: Sequence[Record], used: set[int], taken: Iterable[tuple[str, str]] = ()
+) -> list[Proposal]:
+    """A lesson recurring in several narrower scopes of one parent, proposed one rung up; ``taken``:
+    addresses (scope, key) held by lessons that are not active, where a promotion cannot be written."""
+    occupied = {*taken, *((r.scope, r.key) for r in everything)}
     groups: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         if r.id in used:
@@ -340,6 +346,8 @@ def _promotions(records: Sequence[Record], everything: Sequence[Record], used: s
             if len(scopes) < PROMOTE_MIN_SCOPES:
                 continue
             best = members[0]
+            if (target, best.key) in occupied:
+                continue
             what = "branches" if target.startswith("repo::") else "repositories"
             reason = (
                 f"the same lesson in {len(scopes)} {what} ({', '.join(scopes)}): a candidate at {target}, "
@@ -405,17 +413,19 @@ def plan(
     params: Params = Params(),  # noqa: B008 - frozen, never mutated
     *,
     flagged: Iterable[Iterable[int]] = (),
+    taken: Iterable[tuple[str, str]] = (),
 ) -> list[Proposal]:
     """The ordered actions for these lessons: merges, promotions, contradiction flags, stale archives.
 
     ``records``: the tenant's active lessons (archived ones are ignored); ``flagged``: pairs already
-    linked ``contradicts`` (not flagged again). A lesson appears in at most one action.
+    linked ``contradicts`` (not flagged again); ``taken``: addresses held by lessons that are not
+    active (no promotion is proposed at one). A lesson appears in at most one action.
     """
     live = [r for r in records if not r.archived and r.trust != "rejected"]
     chosen = [r for r in live if in_scopes(r.scope, params.scopes)]
     used: set[int] = set()
     merges, contradictions = _merges(chosen, used)
-    promotions = _promotions(chosen, live, used)
+    promotions = _promotions(chosen, live, used, taken)
     done = {frozenset(p) for p in flagged}
     flags = _contradiction_flags(contradictions, {r.id: r for r in chosen}, done, used)
     # A lesson in a flagged contradiction waits for a person's verdict; it is not archived as stale.
@@ -432,6 +442,7 @@ def recompute(
     *,
     everything: Sequence[Record] = (),
     flagged: Iterable[Iterable[int]] = (),
+    taken: Iterable[tuple[str, str]] = (),
 ) -> Proposal | None:
     """The action of ``kind`` these lessons call for now (their current state), or None.
 
@@ -444,7 +455,7 @@ def recompute(
     if kind == "merge":
         found = _merges(live, used)[0]
     elif kind == "promote":
-        found = _promotions(live, [*live, *everything], used)
+        found = _promotions(live, [*live, *everything], used, taken)
     elif kind == "flag-contradiction":
         pairs = _judge(live)
         done = {frozenset(p) for p in flagged}

@@ -129,7 +129,7 @@ class Consolidation:
             raise CairnError("INVALID_INPUT", f"mode must be one of {', '.join(core.RUN_MODES)}; got {mode!r}")
         params = self._params(scopes, stale_days)
         snap = self._read(principal)
-        proposals = core.plan(snap.records, snap.now, params, flagged=snap.flagged)
+        proposals = core.plan(snap.records, snap.now, params, flagged=snap.flagged, taken=snap.taken)
         if dry_run:
             by_id = {r.id: r for r in snap.records}
             addresses = {r.id: {"scope": r.scope, "key": r.key} for r in snap.records}
@@ -367,7 +367,9 @@ class Consolidation:
         snap = self._read(principal, ids, act["target_scope"])
         sources = [r for r in snap.records if r.id in set(ids)]
         above = [r for r in snap.records if r.id not in set(ids)]
-        proposal = core.recompute(act["kind"], sources, snap.now, params, everything=above, flagged=snap.flagged)
+        proposal = core.recompute(
+            act["kind"], sources, snap.now, params, everything=above, flagged=snap.flagged, taken=snap.taken
+        )
         versions = {r.id: r.version for r in snap.records}
 
         def tx(conn: Connection, acting: Principal) -> int | None:

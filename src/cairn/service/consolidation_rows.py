@@ -48,6 +48,7 @@ class Snapshot:
     flagged: list[tuple[int, int]]
     epoch: int
     now: datetime
+    taken: frozenset[tuple[str, str]] = frozenset()  # promotion targets' addresses held by inactive lessons
 
 
 def snapshot(
@@ -113,7 +114,15 @@ def snapshot(
         )  # fmt: skip
         for r in rows
     ]
-    return Snapshot(records, flagged, ep, now)
+    # Addresses one rung up (repo::, project::) that an inactive lesson holds: the write path refuses
+    # a promotion there (the address is taken), so the planner does not propose one.
+    inactive = select(lessons.c.scope, lessons.c.key).where(
+        lessons.c.tenant_id == principal.tenant_id,
+        ~active_clause(now),
+        lessons.c.scope.like("repo::%") | lessons.c.scope.like("project::%"),
+    )
+    taken = frozenset((s, k) for s, k in conn.execute(inactive).all() if principal.can_see(s))
+    return Snapshot(records, flagged, ep, now, taken)
 
 
 def runs(conn: Connection, principal: Principal, limit: int) -> dict[str, Any]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from cairn.core import similarity as sim
@@ -180,3 +183,41 @@ def test_judge_agrees_with_the_two_rules(a: str, b: str, cosine: float) -> None:
         "duplicate" if is_near_duplicate(a, b, cosine) else "contradiction" if is_contradiction(a, b, cosine) else None
     )
     assert sim.judge(a, b, cosine) == expected
+
+
+# -- the labelled pair sets and the committed calibration (evals/similarity/) -------------------------
+
+EVALS = Path(__file__).resolve().parents[2] / "evals"
+PAIR_SETS = {
+    "merge_pairs.jsonl": ({"duplicate", "negation", "antonym", "number", "preference", "order", "same_topic",
+                           "unrelated"}, ("a", "b")),
+    "tombstone_pairs.jsonl": ({"paraphrase", "negated", "related", "unrelated"}, ("forgotten", "candidate")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(PAIR_SETS))
+def test_pair_sets_are_well_formed(name: str) -> None:
+    labels, (first, second) = PAIR_SETS[name]
+    rows = [json.loads(line) for line in (EVALS / "similarity" / name).read_text().splitlines() if line.strip()]
+    assert len(rows) >= 150
+    assert len({r["id"] for r in rows}) == len(rows)
+    seen: dict[str, int] = {}
+    for r in rows:
+        assert r["label"] in labels and r[first].strip() and r[second].strip() and r[first] != r[second]
+        # dev and test alternate within each label, in authoring order
+        assert r["split"] == ("dev", "test")[seen.get(r["label"], 0) % 2], r["id"]
+        seen[r["label"]] = seen.get(r["label"], 0) + 1
+    # Written for this set: no text is one of the retrieval sets' lessons.
+    retrieval = {
+        json.loads(line)["value"]
+        for path in (EVALS / "data" / "lessons.jsonl", EVALS / "data2" / "lessons.jsonl")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    }
+    assert not retrieval & {r[k] for r in rows for k in (first, second)}
+
+
+def test_shipped_thresholds_are_the_committed_calibration() -> None:
+    fitted = json.loads((EVALS / "similarity" / "calibration.json").read_text())["fitted"]
+    assert fitted == {name: getattr(sim, name) for name in fitted}
+    assert set(fitted) == {"MERGE_COSINE", "MERGE_OVERLAP", "CONTRADICTION_COSINE", "PARAPHRASE_COSINE"}

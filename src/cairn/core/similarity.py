@@ -72,9 +72,9 @@ MERGE_COSINE = 0.8
 #: Share of content words (Jaccard of stems) two mergeable lessons must have in common.
 MERGE_OVERLAP = 0.15
 #: Cosine at or above which two disagreeing lessons are flagged as contradicting each other.
-CONTRADICTION_COSINE = 0.73
+CONTRADICTION_COSINE = 0.71
 #: Cosine at or above which a write is held as a paraphrase of a forgotten lesson (unless it negates it).
-PARAPHRASE_COSINE = 0.65
+PARAPHRASE_COSINE = 0.66
 #: The lowest cosine at which a consolidation rule (merge or contradiction) can hold: a neighbour
 #: search may drop every pair below it without asking.
 MIN_COSINE = min(MERGE_COSINE, CONTRADICTION_COSINE)

@@ -214,8 +214,10 @@ def test_schedule_names_and_durations() -> None:
     with pytest.raises(CairnError) as bad:
         schedule_interval("sometimes")
     assert bad.value.code == "INVALID_INPUT"
-    with pytest.raises(CairnError):
+    assert "'sometimes'" in bad.value.message and "off, hourly, daily, weekly or a duration" in bad.value.message
+    with pytest.raises(CairnError) as often:
         schedule_interval("1m")  # more often than a whole-store read should run
+    assert "at least 5m" in often.value.message
 
 
 def test_a_scheduled_plan_is_due_one_interval_after_the_newest_run() -> None:

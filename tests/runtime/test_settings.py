@@ -143,6 +143,15 @@ def test_a_bad_value_is_refused_naming_the_file(layout: dict[str, Path], toml: s
     assert needle in info.value.message and str(path) in info.value.message
 
 
+def test_a_switch_reads_a_toml_boolean_as_0_or_1(layout: dict[str, Path]) -> None:
+    """``auto_apply = true`` (how the setting is usually written) is 1, ``false`` is 0; a boolean for a
+    setting that is not a 0/1 switch stays refused (the parametrized case above)."""
+    write(layout["home"] / "config.toml", "[consolidate]\nauto_apply = true\n[serve]\nauto_start = false\n")
+    cfg = load(layout["home"])
+    assert (cfg.consolidate_auto_apply, cfg.auto_start) == (1, 0)
+    assert type(cfg.consolidate_auto_apply) is int
+
+
 def test_whole_floats_and_ints_are_accepted_where_they_fit(layout: dict[str, Path]) -> None:
     """``max_chars = 900.0`` is 900; an int is fine for a float setting."""
     write(layout["home"] / "config.toml", "[context]\nmax_chars = 900.0\nhalf_life_days = 7\n")

@@ -81,11 +81,19 @@ PRODUCT_BUDGET = 20_000_000
 def schedule_interval(text: str) -> timedelta | None:
     """The time between scheduled plans (None: off); a bad value is refused with the accepted forms."""
     from cairn.core.timeparse import parse_duration
+    from cairn.errors import CairnError
 
     name = text.strip().lower()
     if name in SCHEDULES:
         return SCHEDULES[name]
-    return parse_duration(name, minimum=MIN_SCHEDULE, maximum=timedelta(days=365), code="INVALID_INPUT")
+    try:
+        return parse_duration(name, minimum=MIN_SCHEDULE, maximum=timedelta(days=365), code="INVALID_INPUT")
+    except CairnError as exc:  # the named schedules are the usual answer: name them with the durations
+        raise CairnError(
+            exc.code,
+            f"invalid schedule {text.strip()!r}: use {', '.join(SCHEDULES)} or a duration such as 12h or 2d "
+            "(at least 5m, at most 365d)",
+        ) from None
 
 
 def due(last_started: datetime | None, now: datetime, schedule: str) -> bool:

@@ -222,6 +222,10 @@ def _coerce(spec: Spec, raw: Any, where: str, code: str = "SETUP") -> int | floa
                 raise CairnError(code, f"{spec.dotted}: {exc.message} ({where})") from None
         return raw.strip()
     if isinstance(raw, bool):
+        # A 0/1 switch reads a TOML boolean as its number (``auto_apply = true`` is how people write
+        # it); anywhere else true/false is a mistake, not 1/0.
+        if spec.kind is int and (spec.low, spec.high) == (0, 1):
+            return int(raw)
         raise CairnError(code, f"{spec.dotted} must be a number, got {raw!r} ({where})")
     try:
         if spec.kind is int:

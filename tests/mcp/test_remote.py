@@ -57,16 +57,16 @@ def test_another_tenants_token_sees_nothing_through_remote_mcp(api: Api, tmp_pat
 
 
 def test_a_bad_token_or_server_stops_it_at_start(api: Api, tmp_path: Path) -> None:
-    for token, url, code in (
-        ("cairn_forged", api.http.base, "UNAUTHENTICATED"),
-        ("", api.http.base, "UNAUTHENTICATED"),
-        (api.alice, "http://127.0.0.1:9", "SETUP"),
+    for token, url, code, exits in (
+        ("cairn_forged", api.http.base, "UNAUTHENTICATED", (1, 2)),
+        ("", api.http.base, "UNAUTHENTICATED", (1, 2)),
+        (api.alice, "http://127.0.0.1:9", "UNREACHABLE", (3,)),  # the server's absence has its own exit
     ):
         params = _params(tmp_path, {"CAIRN_TOKEN": token})
         proc = subprocess.run(
             [params.command, *params.args, "--url", url], env=params.env, cwd=params.cwd, input="",
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        assert proc.returncode in (1, 2) and code in proc.stderr, proc.stderr
+        assert proc.returncode in exits and code in proc.stderr, proc.stderr
         assert proc.stdout == ""
         assert token not in proc.stderr or not token

@@ -70,11 +70,12 @@ def daemon_rows(store: Path, size: int, runs_: int, cold_runs: int) -> list[dict
     out = []
     for r in result["rows"]:  # type: ignore[attr-defined]
         name = "hooks (session start)" if r["op"] == "hook session-start" else f"`{r['op']}`"
+        cpu = f"CPU: client {r.get('daemon_client_cpu_ms')} + daemon {r.get('daemon_cpu_ms')} ms"
         out.append(row(f"{name}, daemon, p50 end to end", r["daemon_p50_ms"], "ms", 100, at=size,
-                       lorekit=r["lorekit_p50_ms"]))  # fmt: skip
+                       lorekit=r["lorekit_p50_ms"], note=cpu))  # fmt: skip
         if r["op"] == "hook session-start":
             out.append(row("session start without a daemon, p50", r["no_daemon_p50_ms"], "ms", 500, at=size,
-                           lorekit=r["lorekit_p50_ms"]))  # fmt: skip
+                           lorekit=r["lorekit_p50_ms"], note=f"CPU {r.get('no_daemon_cpu_ms')} ms"))  # fmt: skip
     return out
 
 
@@ -83,9 +84,10 @@ def lorekit_rows(store: Path, size: int, cold_runs: int) -> list[dict[str, Any]]
     result = daemon_bench.measure(store, size, 1, cold_runs, True, ["hook session-start"])
     r = result["rows"][0]  # type: ignore[index]
     peer = r["lorekit_p50_ms"]
+    note = f"CPU {r.get('no_daemon_cpu_ms')} ms, LoreKit's {r.get('lorekit_cpu_ms')} ms"
     return [row("session start without a daemon vs LoreKit's hook, p50", r["no_daemon_p50_ms"], "ms",
                 peer if peer is not None else float("nan"), at=size, lorekit=peer,
-                note="target: faster than LoreKit" if peer is not None else "LoreKit's CLI absent")]  # fmt: skip
+                note=note if peer is not None else "LoreKit's CLI absent")]  # fmt: skip
 
 
 def context_rows(size: int, runs_: int, big: bool = False) -> list[dict[str, Any]]:

@@ -279,7 +279,10 @@ class Consolidation:
                     conn, acting, GUARD_ACTION, at=now,
                     detail={**detail, "guard": epoch.GUARD, "discarded": kind, "then": "skip"},
                 )  # fmt: skip
-                why = "the store was erased from since this run read it (forget, purge or erasure): nothing derived from it is written"  # noqa: E501
+                why = (
+                    "content was forgotten, purged or erased since this run read the store: it writes nothing "
+                    "derived from it (plan again: cairn consolidate)"
+                )
                 conn.execute(ledger.set_action(act, now, status="skipped", status_reason=why))
                 return "skipped"
             ids = json.loads(act["lesson_ids"])

@@ -52,6 +52,13 @@ def test_plan_then_apply_by_run_id_then_undo(store: Cli) -> None:
     assert store.ok("audit", "verify")["checked"] > 0
 
 
+def test_undo_names_a_lesson_changed_since_by_its_address(store: Cli) -> None:
+    run = str(store.ok("consolidate", "--scope", API, env=NOW)["run"]["id"])
+    store.ok("write", API, "pytest-pin", "Pin pytest to 8.x; the plugin is broken on pytest 9 and 10", env=NOW)
+    text = store("consolidate", "undo", run, env=NOW).stdout
+    assert f"left as it is: {API} pytest-pin (action 1): changed since (version" in text
+
+
 def test_consolidate_applies_at_once_and_resume_has_nothing_left(store: Cli) -> None:
     data = store.ok("consolidate", "--scope", API, env=NOW)
     assert data["run"]["status"] == "finished" and [a["status"] for a in data["actions"]] == ["applied"]

@@ -273,3 +273,14 @@ def test_a_promotion_that_restates_forgotten_content_is_held(svc: Cairn, me: Pri
         svc.read(me, API, "utc-db")  # held: out of every read until a person decides
     (queued,) = svc.review_queue(me, scope=API)["candidates"]  # the newer source's key: utc-db
     assert (queued["held"]["scope"], queued["held"]["key"]) == (WEB, "utc-web")
+
+
+def test_undo_names_by_address_a_lesson_changed_since_and_leaves_it(svc: Cairn, fixed: Principal) -> None:
+    run = svc.consolidate_apply(fixed, scopes=[API])["run"]["id"]
+    edited = "Pin pytest to 8.x: the plugin breaks on pytest 9 (upstream issue 412)"
+    svc.write(fixed, API, "pytest-pin", edited)  # the merge's keeper, edited after the run
+    undone = svc.consolidate_undo(fixed, run)
+    (left,) = [x for x in undone["left"] if x["key"] == "pytest-pin"]
+    assert (left["scope"], left["action"]) == (API, 1) and left["reason"].startswith("changed since (version")
+    assert svc.read(fixed, API, "pytest-pin")["lesson"]["value"] == edited  # left as it is
+    assert svc.read(fixed, API, "pin-pytest")["lesson"]["status"] == "active"  # the rest is reversed

@@ -101,7 +101,8 @@ def undo(run_id: RunArg) -> None:
     result = service.consolidate_undo(p, run_id=run_id)
     text = render_plan(result) + f"\nundone: {result['reversed']} action(s) reversed"
     for left in result["left"]:
-        text += f"\n  left as it is: lesson {left['lesson']} (action {left['action']}): {left['reason']}"
+        what = f"{left['scope']} {left['key']}" if "scope" in left else f"lesson {left['lesson']}"
+        text += f"\n  left as it is: {what} (action {left['action']}): {left['reason']}"
     S.out.ok(result, text)
 
 

@@ -240,9 +240,12 @@ def undo(
     created = effects.get("created")
     for lesson_id, version in sorted(written.items(), key=lambda kv: int(kv[0])):
         row = fetch_id(conn, acting, int(lesson_id))
-        if row is None or row["version"] != version:
-            now_at = None if row is None else row["version"]
-            left.append({"lesson": int(lesson_id), "reason": f"changed since (version {version} → {now_at})"})
+        if row is None:
+            left.append({"lesson": int(lesson_id), "reason": "erased since"})
+            continue
+        where = {"lesson": int(lesson_id), "scope": row["scope"], "key": row["key"]}  # named for a person
+        if row["version"] != version:
+            left.append({**where, "reason": f"changed since (version {version} → {row['version']})"})
             continue
         acting.require(WRITE, row["scope"])
         if created is not None and int(lesson_id) == created:
@@ -254,7 +257,7 @@ def undo(
             try:  # content forgotten elsewhere meanwhile stays out, as restore does
                 check_tombstones(conn, acting, row["value"], row["scope"], row["key"], chash=row["content_hash"])
             except CairnError as exc:
-                left.append({"lesson": int(lesson_id), "reason": exc.code})
+                left.append({**where, "reason": f"its content was forgotten since ({exc.code})"})
                 continue
         apply(conn, acting, row, state, "undo", now, detail=detail)
     for src, dst, rel in effects.get("links", []):

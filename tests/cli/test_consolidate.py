@@ -65,6 +65,10 @@ def test_consolidate_applies_at_once_and_resume_has_nothing_left(store: Cli) -> 
     assert store.ok("consolidate", "--resume", env=NOW)["run"] is None
     history = store.ok("history", API, "pin-pytest")
     assert [v["action"] for v in history["versions"]] == ["create", "superseded"]
+    # The audit trail names the run and action that wrote a row (its reason: consolidate show RUN).
+    create, merged = store("audit", "--lesson", API, "pin-pytest").stdout.strip().splitlines()
+    assert "consolidation run" not in create
+    assert "superseded" in merged and merged.endswith(f"(consolidation run {data['run']['id']}, action 1)")
 
 
 def test_bad_input_is_refused_with_a_stable_code(store: Cli) -> None:

@@ -168,9 +168,20 @@ def audit(r: dict[str, Any]) -> str:
         versions = ""
         if e["version_before"] is not None or e["version_after"] is not None:
             versions = f" v{e['version_before'] or '-'}->v{e['version_after'] or '-'}"
-        return f"{e['seq']:>6} {e['at']} {e['actor']:<12} {e['action']:<10}{where}{versions}"
+        return f"{e['seq']:>6} {e['at']} {e['actor']:<12} {e['action']:<10}{where}{versions}{_run_of(e)}"
 
     return page(r, "entries", "no audit entries", line)
+
+
+def _run_of(entry: dict[str, Any]) -> str:
+    """The consolidation run (and action) a row was written by, so `cairn consolidate show RUN` gives
+    its reason; empty for every other row."""
+    detail = entry.get("detail")
+    if not isinstance(detail, dict) or not isinstance(detail.get("consolidation"), int):
+        return ""
+    action = detail.get("action")
+    at = f", action {action}" if isinstance(action, int) else ""
+    return f"  (consolidation run {detail['consolidation']}{at})"
 
 
 def neighborhood(r: dict[str, Any]) -> str:

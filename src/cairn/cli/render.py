@@ -158,6 +158,8 @@ def review(r: dict[str, Any]) -> str:
         if c.get("contradicts"):
             others = ", ".join(f"{o['scope']} {o['key']}" for o in c["contradicts"])
             lines.append(f"  contradicts: {others} (keep one: verify it, reject the other)")
+        if c.get("conflict"):
+            lines.append(f"  conflict: changed on two stores; both versions in: cairn history {c['scope']} {c['key']}")
     lines.append("verify: cairn review verify SCOPE KEY · reject: cairn review reject SCOPE KEY --reason R")
     return "\n".join(lines) + more(r)
 

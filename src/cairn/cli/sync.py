@@ -24,6 +24,8 @@ sync_app = typer.Typer(
 BATCH = Annotated[
     int | None, typer.Option(min=1, help="feed rows per request (default and most: the sync service's batch)")
 ]
+# Refusals printed under a direction's line; --json has every one.
+SHOWN_REFUSALS = 5
 PULL_ONLY = Annotated[bool, typer.Option("--pull-only", help="take the server's changes, send none of this store's")]
 
 
@@ -31,11 +33,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sync_app, name="sync")
 
 
-def _sides() -> Any:
+def _sides(*, need_token: bool = True) -> Any:
     from cairn.cli.app import S, _home
     from cairn.runtime.sync_client import open_sides
 
-    return open_sides(_home(), url=S.g.url, db=S.g.db, cwd=Path.cwd())
+    return open_sides(_home(), url=S.g.url, db=S.g.db, cwd=Path.cwd(), need_token=need_token)
 
 
 @sync_app.callback(invoke_without_command=True)
@@ -69,7 +71,7 @@ def sync_status() -> None:
     from cairn.cli.app import S
     from cairn.runtime.sync_client import status
 
-    local, server = _sides()
+    local, server = _sides(need_token=False)  # what was recorded needs no token
     result = status(local, server)
     S.out.ok(result, _status_text(result))
 
@@ -89,7 +91,12 @@ def _direction(name: str, d: dict[str, Any]) -> str:
     if d["conflicts"]:
         text += f", {d['conflicts']} conflict(s) put in review"
     if d["refused"]:
-        text += f", {len(d['refused'])} refused (see --json)"
+        text += f", {len(d['refused'])} refused:"
+        for r in d["refused"][:SHOWN_REFUSALS]:
+            where = f"{r['scope']} {r['key']}: " if r.get("scope") else ""
+            text += f"\n  - {r['kind']} {where}{r['code']}: {r['message']}"
+        if len(d["refused"]) > SHOWN_REFUSALS:
+            text += f"\n  - … {len(d['refused']) - SHOWN_REFUSALS} more (--json lists every one)"
     return text
 
 
@@ -109,7 +116,9 @@ def _summary(r: dict[str, Any]) -> str:
 def _status_text(r: dict[str, Any]) -> str:
     if not r["reachable"]:
         recorded = _peer_line(r["peer"]) if r.get("peer") else "no exchange recorded"
-        return f"{r['url']}: unreachable ({r['reason']['code']}); last recorded: {recorded}"
+        reason = r["reason"]
+        why = "unreachable (UNREACHABLE)" if reason["code"] == "UNREACHABLE" else f"not asked ({reason['message']})"
+        return f"{r['url']}: {why}; last recorded: {recorded}"
     pending = r["pending"]
 
     def waiting(n: int, more: bool) -> str:

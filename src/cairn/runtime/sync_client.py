@@ -115,13 +115,21 @@ class LocalSide:
 class ServerSide:
     """The server, over its HTTP API (the catalogue's sync routes), as the bearer token's caller."""
 
-    def __init__(self, remote: RemoteCairn) -> None:
-        self.remote = remote
+    def __init__(self, remote: RemoteCairn | None, url: str = "", missing: CairnError | None = None) -> None:
+        # ``missing``: why there is no ``remote`` (no token): ``cairn sync status`` still shows what
+        # was recorded, and any call that needs the server raises it.
+        self._remote, self._url, self.missing = remote, url or (remote.http.url if remote else ""), missing
         self._whoami: dict[str, Any] | None = None
 
     @property
+    def remote(self) -> RemoteCairn:
+        if self._remote is None:
+            raise self.missing or CairnError("INTERNAL", "no server to ask")
+        return self._remote
+
+    @property
     def url(self) -> str:
-        return self.remote.http.url
+        return self._url
 
     def whoami(self) -> dict[str, Any]:
         if self._whoami is None:
@@ -142,7 +150,9 @@ class ServerSide:
 
     @property
     def bytes(self) -> dict[str, int]:
-        return {"sent": self.remote.http.sent, "received": self.remote.http.received}
+        if self._remote is None:
+            return {"sent": 0, "received": 0}
+        return {"sent": self._remote.http.sent, "received": self._remote.http.received}
 
 
 @dataclass
@@ -178,9 +188,13 @@ class Direction:
         return out
 
 
-def server_side(settings: Settings, url: str | None = None) -> ServerSide:
+def server_side(settings: Settings, url: str | None = None, *, need_token: bool = True) -> ServerSide:
     """The server to sync with: ``url`` (``--url``), else ``CAIRN_URL``, else ``sync.url`` from the
-    home's config.toml; its token from the variable ``sync.token_env`` names (``CAIRN_TOKEN`` by default)."""
+    home's config.toml; its token from the variable ``sync.token_env`` names (``CAIRN_TOKEN`` by default).
+
+    No token is ``UNAUTHENTICATED`` naming the variable read, so a user who exported another one
+    learns which; with ``need_token=False`` (``cairn sync status``) the side is kept without a
+    connection and says why when asked."""
     from cairn.runtime.local import TOKEN_ENV
     from cairn.runtime.remote import RemoteCairn, configured_url
 
@@ -191,11 +205,24 @@ def server_side(settings: Settings, url: str | None = None) -> ServerSide:
             "no server to sync with: cairn sync --url http://HOST:PORT, or set [sync] url in config.toml",
         )
     token_env = settings.sync_token_env or TOKEN_ENV
-    return ServerSide(RemoteCairn(server_url, os.environ.get(token_env, "").strip()))
+    token = os.environ.get(token_env, "").strip()
+    if not token:
+        other = " (or name another variable with [sync] token_env in config.toml)" if token_env == TOKEN_ENV else ""
+        missing = CairnError(
+            "UNAUTHENTICATED",
+            f"no token for {server_url}: ${token_env} is not set{other}; "
+            f"run: {token_env}=cairn_… cairn sync --url {server_url} "
+            "(a token made there: cairn token create --perm write)",
+            {"token_env": token_env},
+        )
+        if need_token:
+            raise missing
+        return ServerSide(None, server_url, missing)
+    return ServerSide(RemoteCairn(server_url, token))
 
 
 def open_sides(
-    home: Path, *, url: str | None = None, db: str | None = None, cwd: Path | None = None
+    home: Path, *, url: str | None = None, db: str | None = None, cwd: Path | None = None, need_token: bool = True
 ) -> tuple[LocalSide, ServerSide]:
     """This home's store, as the local principal (never the token's account: the token is the
     server's), and the server it syncs with (:func:`server_side`)."""
@@ -203,7 +230,7 @@ def open_sides(
     from cairn.runtime.local import local_principal, open_service
 
     settings = settings_mod.load(home, cwd)
-    server = server_side(settings, url)
+    server = server_side(settings, url, need_token=need_token)
     svc = open_service(home, settings=settings, cwd=cwd, db=db)
     principal = local_principal()
     svc.ensure_tenant(principal)
@@ -315,16 +342,16 @@ def exchange(
 def status(local: LocalSide, server: ServerSide) -> dict[str, Any]:
     """What this store knows of its exchange with the server, and what waits each way.
 
-    Offline, the answer still says what was recorded (cursors, the server's last chain head, the
-    last exchange) for the store that last answered at that URL; ``reachable`` is False, the
-    reason says why, and what waits on either side is not counted.
+    Offline (or without a token to ask the server with), the answer still says what was recorded
+    (cursors, the server's last chain head, the last exchange) for the store that last answered at
+    that URL; ``reachable`` is False, the reason says why, and what waits on either side is not counted.
     """
     local_id = local.store_id()
     out: dict[str, Any] = {"url": server.url, "store": local_id, "reachable": True}
     try:
         server_id = server.store_id()
     except CairnError as exc:
-        if exc.code != "UNREACHABLE":
+        if exc.code != "UNREACHABLE" and exc is not server.missing:
             raise
         known = local.remembered(server.url)
         recorded = local.peer_state(known) if known else None

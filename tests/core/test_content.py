@@ -271,6 +271,18 @@ def test_prototypes_come_from_unicode_data():
     assert table["\u0430"] == "a" and table["\u0131"] == "i" and table["\u03bf"] == "o"
 
 
+def test_one_character_look_up_agrees_with_the_whole_table():
+    """``prototype`` finds one line in the file's bytes; the bulk table reads every line: the same answers."""
+    table = confusables.prototypes()
+    for ch, proto in table.items():
+        assert confusables.prototype(ch) == proto
+    unmapped = [chr(cp) for cp in range(0x20, 0x3000) if chr(cp) not in table]
+    assert len(unmapped) > 5000
+    for ch in unmapped:  # no mapping: the character itself (a prefix of a longer code, "\u1D40" vs U+1D400, too)
+        assert confusables.prototype(ch) == ch
+    assert confusables.prototype("\U0001d400") == "A" and confusables.prototype("\u1d40") == "\u1d40"
+
+
 def test_identity_is_wider_than_the_stored_hash_but_storage_is_untouched():
     variant = "Dіsable thе flaky retry plugin with --no-retry in CI."
     assert content_hash(variant) != content_hash(FORGOTTEN)  # the stored hash is unchanged

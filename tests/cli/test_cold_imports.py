@@ -34,6 +34,8 @@ UNUSED_BY_SESSION_START = {
     "cairn.service.search",
     "cairn.service.sync",
     "cairn.service.purge",
+    "tomllib",  # no settings file in this home or checkout: nothing to parse
+    "difflib",
 }
 SESSION_START = json.dumps({"session_id": "cold-imports", "hook_event_name": "SessionStart", "source": "startup"})
 

@@ -13,9 +13,7 @@ settings once and hand them to the service; the service never reads files.
 
 from __future__ import annotations
 
-import difflib
 import os
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -254,6 +252,9 @@ def _flatten(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[s
 
 
 def _read(path: Path) -> dict[tuple[str, ...], Any]:
+    # Imported here: most processes (a hook's session start) find no settings file to parse.
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -263,6 +264,8 @@ def _read(path: Path) -> dict[tuple[str, ...], Any]:
     flat = _flatten(data)
     for key in flat:
         if key not in _BY_PATH:
+            import difflib
+
             dotted = ".".join(key)
             near = difflib.get_close_matches(dotted, [s.dotted for s in SPECS], n=1)
             hint = f"; did you mean {near[0]}?" if near else f"; known keys: {', '.join(s.dotted for s in SPECS)}"

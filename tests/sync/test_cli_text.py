@@ -58,6 +58,28 @@ def test_a_refused_event_is_explained_in_the_text_summary(rig: Rig) -> None:
     assert FORGOTTEN not in rig.active_values()
 
 
+def test_the_audit_text_names_the_peer_and_its_chain_head_at_each_exchange(rig: Rig) -> None:
+    laptop = rig.laptop("audit-text")
+    rig.svc.write(rig.alice, "global", "from-server", "A lesson the laptop pulls from the server.")
+    laptop.ok("write", "global", "from-laptop", "A lesson the laptop pushes to the server.")
+    result = laptop.sync()
+    peer, head = result["server_store"], result["heads"]["server"]
+    text = _text(laptop, "audit", env={}).stdout.splitlines()
+    exchanges = [line for line in text if " sync-exchange" in line]
+    assert exchanges and f"peer {peer[:12]}" in exchanges[-1], text
+    pulled = next(line for line in text if "global from-server" in line)
+    assert f"(sync from {peer[:12]})" in pulled
+    # The exchange row names the server's head as the exchange recorded it (the pulled page's).
+    rows = laptop.ok("audit")["entries"]
+    recorded = next(e for e in rows if e["action"] == "sync-exchange")["detail"]["peer_head"]
+    assert 0 < recorded["seq"] <= head["seq"]
+    assert f"its head seq {recorded['seq']} {recorded['hash'][:16]}" in exchanges[-1]
+    own = next(line for line in text if "global from-laptop" in line)
+    assert "sync from" not in own  # a local write is not marked as synced
+    status = laptop.ok("--url", rig.url, "sync", "status", env={"CAIRN_TOKEN": laptop.token})
+    assert status["peer"]["peer_head"] == head and status["heads"]["server"]["seq"] >= head["seq"]
+
+
 def test_no_token_names_the_variable_read_and_status_still_shows_the_record(rig: Rig) -> None:
     laptop = rig.laptop("no-token")
     laptop.ok("write", "global", "one", "A lesson to give the exchange something to record.")

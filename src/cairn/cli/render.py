@@ -170,9 +170,29 @@ def audit(r: dict[str, Any]) -> str:
         versions = ""
         if e["version_before"] is not None or e["version_after"] is not None:
             versions = f" v{e['version_before'] or '-'}->v{e['version_after'] or '-'}"
-        return f"{e['seq']:>6} {e['at']} {e['actor']:<12} {e['action']:<10}{where}{versions}{_run_of(e)}"
+        return f"{e['seq']:>6} {e['at']} {e['actor']:<12} {e['action']:<10}{where}{versions}{_run_of(e)}{_sync_of(e)}"
 
     return page(r, "entries", "no audit entries", line)
+
+
+def _sync_of(entry: dict[str, Any]) -> str:
+    """For a row a sync wrote: the peer store it came from and, for an exchange, the peer's chain head
+    then (what this store received, and from where); empty for every other row. Ids are shortened."""
+    detail = entry.get("detail")
+    if not isinstance(detail, dict):
+        return ""
+    head = detail.get("peer_head")
+    if entry.get("action") == "sync-exchange" and isinstance(detail.get("peer"), str):
+        text = f"  (peer {detail['peer'][:12]}"
+        if isinstance(head, dict) and head.get("seq") is not None:
+            text += f", its head seq {head['seq']} {str(head.get('hash') or '')[:16]}"
+        counts = [f"{detail[k]} {k}" for k in ("applied", "conflicts", "refused") if detail.get(k)]
+        return text + (f"; {', '.join(counts)})" if counts else ")")
+    sync = detail.get("sync")
+    if isinstance(sync, dict) and isinstance(sync.get("peer"), str):
+        code = f"{detail['code']}, " if entry.get("action") == "sync-refused" and detail.get("code") else ""
+        return f"  ({code}sync from {sync['peer'][:12]})"
+    return ""
 
 
 def _run_of(entry: dict[str, Any]) -> str:

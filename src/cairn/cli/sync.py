@@ -87,7 +87,7 @@ def _direction(name: str, d: dict[str, Any]) -> str:
     if d.get("not_run"):
         return f"{name}: not run ({d['not_run']})"
     text = f"{name}: {d['events']} event(s) in {d['batches']} batch(es): {d['applied']} applied"
-    text += f", {d['skipped']} already here"
+    text += f", {d['skipped']} skipped (already here, or nothing here to change)"
     if d["conflicts"]:
         text += f", {d['conflicts']} conflict(s) put in review"
     if d["refused"]:

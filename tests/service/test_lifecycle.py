@@ -54,6 +54,25 @@ def test_archive_does_not_free_the_address(svc: Cairn, me, store) -> None:
     assert len(rows(store, "SELECT id FROM lessons")) == 1
 
 
+def test_a_superseded_lesson_comes_back_once_its_successor_is_forgotten(svc: Cairn, me, store) -> None:
+    svc.write(me, SCOPE, "tabs", "Indent Makefile recipes with tabs")
+    svc.supersede(me, SCOPE, "spaces", "Indent Python files with four spaces", supersedes=(SCOPE, "tabs"))
+    # While the successor stands, restore is refused naming it, and nothing changes.
+    snap = snapshot(store)
+    err = refused("CONFLICT", svc.restore, me, SCOPE, "tabs")
+    assert err.data["superseded_by"] == {"scope": SCOPE, "key": "spaces"} and "archive or forget" in err.message
+    assert snapshot(store) == snap
+    # The replacement was wrong: forgetting it used to leave "tabs" out of every read for good.
+    svc.forget(me, SCOPE, "spaces", "replaced the wrong lesson")
+    refused("NOT_FOUND", svc.read, me, SCOPE, "tabs")
+    restored = svc.restore(me, SCOPE, "tabs")
+    assert restored["changed"] is True and restored["lesson"]["status"] == "active"
+    assert svc.read(me, SCOPE, "tabs")["lesson"]["value"] == "Indent Makefile recipes with tabs"
+    assert [r["action"] for r in audit_rows(store)][-1] == "restore"
+    assert svc.restore(me, SCOPE, "tabs")["changed"] is False
+    svc.audit_verify(me)
+
+
 def test_archive_refuses_missing_and_rejected(svc: Cairn, me, store) -> None:
     svc.write(me, SCOPE, "k", "v")
     svc.forget(me, SCOPE, "k", "wrong")

@@ -155,7 +155,7 @@ def archive(scope: Scope, key: Key) -> None:
 
 @app.command()
 def restore(scope: Scope, key: Key) -> None:
-    """Bring an archived lesson back."""
+    """Bring an archived lesson back (or a superseded one whose replacement was forgotten or archived)."""
     service, p = svc()
     result = service.restore(p, scope, key)
     S.out.ok(result, render.changed("restored", result))

@@ -19,7 +19,7 @@ from cairn.errors import CairnError
 from cairn.service import paraphrase
 from cairn.service.lessons import Lessons
 from cairn.service.mutate import apply
-from cairn.service.records import active_clause, fetch, fetch_known, public, status
+from cairn.service.records import active_clause, fetch, fetch_id, fetch_known, public, status
 from cairn.service.tombstones import check_tombstones
 from cairn.service.tx import write_tx
 from cairn.service.write_input import make_write
@@ -63,10 +63,23 @@ class Lifecycle:
 
     def restore(self, principal: Principal, scope: str, key: str) -> dict[str, Any]:
         """Unarchive: refused (TOMBSTONED) when the content or address was forgotten meanwhile, held when
-        it restates content forgotten meanwhile."""
+        it restates content forgotten meanwhile. A superseded lesson comes back too once its successor
+        no longer stands (rejected, archived, held, erased): otherwise forgetting a replacement would
+        leave the lesson it replaced out of every read with no way back. While the successor is active
+        it is refused (CONFLICT) naming the successor."""
 
         def fn(conn: Connection, principal: Principal, before: dict[str, Any], now: datetime) -> dict[str, Any]:
-            if before["archived_at"] is None:
+            if before["superseded_by"] is not None:
+                successor = fetch_id(conn, principal, before["superseded_by"])
+                if successor is not None and status(successor, now) == "active":
+                    by = {"scope": successor["scope"], "key": successor["key"]}
+                    raise CairnError(
+                        "CONFLICT",
+                        f"{before['scope']} {before['key']} is superseded by {by['scope']} {by['key']}, which is "
+                        "active: archive or forget that one first (a consolidation merge: cairn consolidate undo RUN)",
+                        {"superseded_by": by},
+                    )
+            elif before["archived_at"] is None:
                 return {"changed": False, "lesson": public(before, now)}
             # An archived twin of content forgotten since must stay out, exactly as a write would.
             check_tombstones(
@@ -74,7 +87,7 @@ class Lifecycle:
             )
             # And one that restates content forgotten since comes back held, as a write of it would.
             hold = paraphrase.hold_for(conn, principal, before["value"]) if before["trust"] != HELD else None
-            state = dict(before, archived_at=None, **({"trust": HELD} if hold else {}))
+            state = dict(before, archived_at=None, superseded_by=None, **({"trust": HELD} if hold else {}))
             row = apply(conn, principal, before, state, "restore", now, detail=hold.detail() if hold else None)
             out: dict[str, Any] = {"changed": True, "lesson": public(row, now)}
             if hold:

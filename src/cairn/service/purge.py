@@ -29,7 +29,7 @@ from cairn.runtime.settings import Settings
 from cairn.service import audit, epoch, indexing, paraphrase, rank_cache
 from cairn.service.records import fetch
 from cairn.service.tx import write_tx
-from cairn.store.engine import Store
+from cairn.store.engine import Store, mark_erased
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, links, sightings, webhook_provenance
 
 
@@ -131,6 +131,7 @@ def erase_audited(conn: Connection, principal: Principal, row: Mapping[str, Any]
 def erase(conn: Connection, principal: Principal, lesson_id: int) -> int:
     """Remove one lesson's content everywhere it is stored; returns how many versions went."""
     tenant = principal.tenant_id
+    mark_erased(conn)  # no copy of the text left in SQLite's write-ahead log after the commit
     epoch.bump(conn, tenant)  # work that read this lesson's text before now must not write it back
     indexing.drop(conn, lesson_id)
     paraphrase.erase(conn, tenant, lesson_id)

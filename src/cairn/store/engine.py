@@ -313,7 +313,7 @@ class Store:
             ) from None
         # ``info`` belongs to the pooled DBAPI connection and outlives this checkout: start clean,
         # so a connection that last ran a migration or a write does not begin the next read as one.
-        conn.info.update(cairn_write=False, cairn_vars=None, cairn_schema=False)
+        conn.info.update(cairn_write=False, cairn_vars=None, cairn_schema=False, cairn_erased=False)
         with conn:
             yield conn
 
@@ -338,6 +338,8 @@ class Store:
                 raise
             with tx:
                 yield conn
+            if conn.info.get("cairn_erased") and self.engine.dialect.name == "sqlite":
+                _truncate_log(conn)
 
     def run(self, fn, *, write: bool, tenant: str | None = None, **caller: str | None):  # type: ignore[no-untyped-def]
         """Run ``fn(conn)`` in one transaction, retrying the whole of it on lock contention.
@@ -367,6 +369,23 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def mark_erased(conn: Connection) -> None:
+    """Say that this transaction hard-erased content, so that on SQLite its commit is followed by
+    :func:`_truncate_log`. ``secure_delete`` zeroes the freed pages of the database file, but the
+    write-ahead log still holds the frames written before the erasure until it is checkpointed and
+    reset, which an open store (the daemon, a server) would leave for a long time."""
+    conn.info["cairn_erased"] = True
+
+
+def _truncate_log(conn: Connection) -> None:
+    """Copy the log into the database file and truncate it to nothing (outside any transaction: the
+    driver connection is in autocommit). Busy readers make it wait up to the busy timeout; a
+    checkpoint that could not finish then is finished by the next erasure or the last close."""
+    raw = conn.connection.dbapi_connection
+    if raw is not None:
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
 def set_caller(conn: Connection, **caller: str | None) -> None:

@@ -257,6 +257,11 @@ def test_refusals_that_belong_to_the_client(sides: tuple[Side, Side], tmp_path: 
     assert env_of("--url", dead, "recall", "--text", "boom")["reason"]["code"] == "UNREACHABLE"
     bad = env_of("--url", "127.0.0.1:8321", "list")["reason"]
     assert bad["code"] == "INVALID_INPUT" and bad["data"]["corrected"] == "http://127.0.0.1:8321"
+    api = env_of("--url", "http://127.0.0.1:8321/v1/", "sync", "status")["reason"]  # a route's prefix pasted
+    assert api["code"] == "INVALID_INPUT" and api["data"]["corrected"] == "http://127.0.0.1:8321"
+    assert env_of("--url", "https://cairn.example.com/team/v1", "list")["reason"]["data"]["corrected"] == (
+        "https://cairn.example.com/team"
+    )
     both = env_of("--url", remote.url, "--db", "sqlite:///x.db", "list")["reason"]
     assert both["code"] == "INVALID_INPUT" and "not both" in both["message"]
     for local_only in (("db", "status"), ("db", "upgrade"), ("serve",), ("reindex",), ("user", "create", "eve")):

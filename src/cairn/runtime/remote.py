@@ -37,6 +37,9 @@ NOT_REMOTE = (
 )
 
 
+API_PREFIX = "/v1"  # where the HTTP API's routes live under a server's address
+
+
 def configured_url(flag: str | None) -> str | None:
     """``--url``, else ``CAIRN_URL``, else None (the local store)."""
     url = (flag or "").strip() or os.environ.get(URL_ENV, "").strip()
@@ -49,7 +52,17 @@ def configured_url(flag: str | None) -> str | None:
             f"--url must be the server's address, e.g. http://127.0.0.1:8321 (got {url!r})",
             {"corrected": f"http://{url}" if "://" not in url else None},
         )
-    return url.rstrip("/")
+    base = url.rstrip("/")
+    if parsed.path.rstrip("/").endswith(API_PREFIX):
+        # The routes are under /v1 of the server's address: a URL copied from a route or /docs
+        # would ask /v1/v1/... and get a bare NOT_FOUND.
+        corrected = base[: -len(API_PREFIX)]
+        raise CairnError(
+            "INVALID_INPUT",
+            f"--url is the server's address, without {API_PREFIX}: {corrected} (got {url!r})",
+            {"corrected": corrected},
+        )
+    return base
 
 
 class Http:

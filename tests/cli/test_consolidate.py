@@ -46,6 +46,8 @@ def test_plan_then_apply_by_run_id_then_undo(store: Cli) -> None:
     assert "applied" in shown and "pin-pytest (v1 → v2)" in shown
     undone = store.ok("consolidate", "undo", str(run), env=NOW)
     assert undone["reversed"] == 1 and undone["run"]["status"] == "undone"
+    # What the undone run still had planned can never apply: it is dropped, saying why.
+    assert [(a["status"], a["status_reason"]) for a in undone["actions"]][1] == ("dropped", "the run was undone")
     assert store.ok("read", API, "pin-pytest")["lesson"]["status"] == "active"
     store.refused("CONFLICT", "consolidate", "apply", str(run), env=NOW)
     assert "undone" in store("consolidate", "runs", env=NOW).stdout
@@ -79,6 +81,9 @@ def test_bad_input_is_refused_with_a_stable_code(store: Cli) -> None:
     store.refused("INVALID_INPUT", "consolidate", "--dry-run", "--resume")
     store.refused("INVALID_INPUT", "consolidate", "--stale-days", "0")
     run = str(store.ok("consolidate", "--plan", env=NOW)["run"]["id"])
+    # A plan that applied nothing has nothing to undo: refused, pointing at drop; the run stays open.
+    nothing = store.refused("CONFLICT", "consolidate", "undo", run, env=NOW)
+    assert "applied nothing" in nothing["message"] and f"cairn consolidate drop {run}" in nothing["message"]
     store.refused("NOT_FOUND", "consolidate", "apply", run, "--action", "9", env=NOW)
     store.ok("consolidate", "drop", run, "--action", "1", env=NOW)
     # A dropped action says so (not "not found"), and applying or dropping it again changes nothing.

@@ -453,17 +453,29 @@ class Consolidation:
             if run["status"] == "undone":
                 raise CairnError("CONFLICT", f"consolidation run {run_id} was already undone")
             now = utcnow()
-            acts = conn.execute(
-                select(consolidation_actions)
-                .where(
-                    consolidation_actions.c.tenant_id == acting.tenant_id,
-                    consolidation_actions.c.run_id == run_id,
-                    consolidation_actions.c.status == "applied",
+            every = [
+                dict(a)
+                for a in conn.execute(
+                    select(consolidation_actions)
+                    .where(
+                        consolidation_actions.c.tenant_id == acting.tenant_id,
+                        consolidation_actions.c.run_id == run_id,
+                    )
+                    .order_by(consolidation_actions.c.position.desc())
+                ).mappings()
+            ]
+            applied = [a for a in every if a["status"] == "applied"]
+            planned = [a for a in every if a["status"] == "planned"]
+            if not applied:  # an undone run is closed for good: do not close one that changed nothing
+                hint = f"; to say no to its planned actions: cairn consolidate drop {run_id}" if planned else ""
+                raise CairnError(
+                    "CONFLICT", f"consolidation run {run_id} applied nothing, so there is nothing to undo{hint}"
                 )
-                .order_by(consolidation_actions.c.position.desc())
-            ).mappings()
+            # An undone run never applies again, so what it still had planned is dropped, saying why.
+            for act in planned:
+                conn.execute(ledger.set_action(act, now, status="dropped", status_reason="the run was undone"))
             reversed_, left = 0, []
-            for act in [dict(a) for a in acts]:
+            for act in applied:
                 detail = {"consolidation": run_id, "action": act["position"], "undo": True}
                 written = json.loads(act["versions_written"] or "{}")
                 missed = effects.undo(conn, acting, written, json.loads(act["effects"] or "{}"), now, detail)

@@ -125,6 +125,28 @@ def test_a_conflict_is_marked_in_the_review_text(rig: Rig) -> None:
     b.ok("write", "global", "plain", "A plain candidate with no conflict.")
     lines = _text(b, "review", env={}).stdout.splitlines()
     assert not any(n.startswith("conflict:") for n in _notes(lines, "plain")), lines
+    # The history shows the two versions as siblings on v1, both tips, the rule's pick current, on
+    # both laptops alike; the first version's end is when the first sibling was recorded.
+    a.sync()
+    for laptop in (a, b):
+        versions = laptop.ok("history", "global", "timeouts")["versions"]
+        assert [v["parents"] for v in versions] == [[], [1], [1]]
+        assert [v["tip"] for v in versions] == [False, True, True]
+        assert sum(v["current"] for v in versions) == 1
+        assert versions[0]["recorded_until"] == min(versions[1]["recorded_at"], versions[2]["recorded_at"])
+        assert versions[1]["recorded_until"] is None and versions[2]["recorded_until"] is None
+    current = next(v for v in b.ok("history", "global", "timeouts")["versions"] if v["current"])
+    assert b.ok("read", "global", "timeouts")["lesson"]["value"] == current["value"]
+    shown = _text(b, "history", "global", "timeouts", env={}).stdout.splitlines()
+    assert "2 versions written beside each other" in shown[0]
+    rows = [line for line in shown if line.startswith("v")]
+    assert "(on v1 · " in rows[1] and "(on v1 · " in rows[2]
+    assert sum("current)" in r for r in rows) == 1 and sum("tip)" in r for r in rows) == 1
+    # A write on top joins the histories: one tip, and the text is a line again.
+    b.ok("write", "global", "timeouts", "Client timeouts are 30 s; batch jobs set their own.")
+    versions = b.ok("history", "global", "timeouts")["versions"]
+    assert versions[-1]["parents"] == [2, 3] and [v["tip"] for v in versions] == [False, False, False, True]
+    assert "beside each other" not in _text(b, "history", "global", "timeouts", env={}).stdout.splitlines()[0]
 
 
 def _notes(lines: list[str], key: str) -> list[str]:

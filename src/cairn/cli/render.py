@@ -105,14 +105,29 @@ def more(r: dict[str, Any]) -> str:
 
 
 def history(r: dict[str, Any]) -> str:
+    versions = r["versions"]
+    # Only a history that branched (versions written beside each other on two stores, then synced)
+    # says what each version was written on and which tips there are; a line reads as it always did.
+    tips = [v for v in versions if v.get("tip")]
+    branched = len(tips) > 1 or any(
+        v.get("parents") is not None and v["parents"] != ([prev["version"]] if prev else [])
+        for prev, v in zip([None, *versions], versions, strict=False)
+    )
     lines = [f"{r['scope']} {r['key']} ({r['status']})"]
-    for v in r["versions"]:
+    if len(tips) > 1:
+        lines[0] += f": {len(tips)} versions written beside each other (a conflict); the current one is marked"
+    for v in versions:
         valid = ""
         if v["valid_from"] or v["valid_to"]:
             valid = f" valid {v['valid_from'] or '…'}..{v['valid_to'] or '…'}"
+        graph = ""
+        if branched and v.get("parents") is not None:
+            marks = [f"on {', '.join(f'v{p}' for p in v['parents'])}"] if v["parents"] else []
+            marks += ["current"] if v.get("current") else ["tip"] if v.get("tip") else []
+            graph = f"  ({' · '.join(marks)})" if marks else ""
         lines.append(
             f"v{v['version']:<3} {v['recorded_at']}  {v['action']:<10} by {v['actor']}"
-            f"  [{v['trust']}{', archived' if v['archived'] else ''}]{valid}"
+            f"  [{v['trust']}{', archived' if v['archived'] else ''}]{valid}{graph}"
         )
         lines.append(f"     {first_line(v['value'], 100)}")
     return "\n".join(lines)

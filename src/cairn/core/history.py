@@ -43,6 +43,31 @@ def head(candidates: list[dict[str, Any]]) -> dict[str, Any]:
     return max(candidates, key=rank)
 
 
+def shape(versions: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+    """Per uid: ``parents`` (the uids it was written on top of that are here), ``superseded_at`` (the
+    record time of its earliest child: until when it was a tip; None while it is one), ``tip`` and
+    ``current`` (the tip the conflict rule picks). What a history shows so that two versions written
+    beside each other on two stores read as siblings, not as one after the other.
+
+    None when a version has no uid (a history that was never given one): then it is a plain line.
+    """
+    if not versions or any(not v.get("uid") for v in versions):
+        return None
+    held = {v["uid"] for v in versions}
+    out: dict[str, dict[str, Any]] = {
+        v["uid"]: {"parents": [p for p in v["parents"] if p in held], "superseded_at": None} for v in versions
+    }
+    for v in versions:
+        for p in out[v["uid"]]["parents"]:
+            until = out[p]["superseded_at"]
+            out[p]["superseded_at"] = v["recorded_at"] if until is None else min(until, v["recorded_at"])
+    tip_uids = tips([{"uid": v["uid"], "parents": out[v["uid"]]["parents"]} for v in versions])
+    current = head([v for v in versions if v["uid"] in tip_uids])["uid"]
+    for uid, entry in out.items():
+        entry["tip"], entry["current"] = uid in tip_uids, uid == current
+    return out
+
+
 # -- trust --------------------------------------------------------------------------------------------
 
 

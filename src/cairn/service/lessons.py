@@ -24,6 +24,7 @@ from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.engine import Connection
 
 from cairn.core.diffing import unified_diff
+from cairn.core.history import shape as history_shape
 from cairn.core.keys import normalize_key
 from cairn.core.lesson import (
     HELD,
@@ -436,9 +437,14 @@ class Lessons:
             now = utcnow()
             row = self._readable(conn, principal, scope, key)
             versions = self._versions(conn, principal, row["id"])
+            graph = history_shape([dict(v, parents=json.loads(v["parents"] or "[]")) for v in versions])
+            number = {v["uid"]: v["version"] for v in versions}
             out = []
             for i, v in enumerate(versions):
                 until = versions[i + 1]["recorded_at"] if i + 1 < len(versions) else None
+                node = graph[v["uid"]] if graph is not None else None
+                if node is not None:  # versions written beside each other (sync) are siblings
+                    until = node["superseded_at"]
                 out.append(
                     {
                         "version": v["version"],
@@ -454,6 +460,15 @@ class Lessons:
                         "seen_count": v["seen_count"],
                         "content_hash": v["content_hash"],
                         "value": v["value"],
+                        **(
+                            {
+                                "parents": sorted(number[p] for p in node["parents"]),
+                                "tip": node["tip"],
+                                "current": node["current"],
+                            }
+                            if node is not None
+                            else {}
+                        ),
                     }
                 )
             return {"scope": scope, "key": key, "status": status(row, now), "versions": out}

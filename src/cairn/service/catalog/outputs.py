@@ -102,6 +102,11 @@ class Version(Open):
     trust: str
     archived: bool
     content_hash: str
+    # The version graph (sync): the versions this one was written on top of, whether no version is
+    # written on top of it, and whether it is the one the conflict rule makes current.
+    parents: list[int] | None = None
+    tip: bool | None = None
+    current: bool | None = None
 
 
 class History(Open):

@@ -34,6 +34,7 @@ UNUSED_BY_SESSION_START = {
     "cairn.service.search",
     "cairn.service.sync",
     "cairn.service.purge",
+    "cairn.service.webhooks",  # no lesson in the block came from a webhook
     "tomllib",  # no settings file in this home or checkout: nothing to parse
     "difflib",
 }

@@ -374,10 +374,12 @@ def _items(
     if len(cache) > TEXT_CACHE:
         for stale in [k for k in cache if k not in rows][: len(cache) - TEXT_CACHE]:
             del cache[stale]
-    from cairn.service.webhooks import provenance_labels
-
     hooked = [i for i in ids if i in rows and rows[i]["origin"] == "webhook"]
-    labels = provenance_labels(conn, principal.tenant_id, hooked) if hooked else {}
+    labels: dict[int, str] = {}
+    if hooked:  # the webhook service's module only when a webhook lesson is in the block
+        from cairn.service.webhooks import provenance_labels
+
+        labels = provenance_labels(conn, principal.tenant_id, hooked)
     items = []
     for n, lesson_id in zip(top, ids, strict=True):
         r = rows.get(lesson_id)

@@ -39,8 +39,8 @@ def _chat(gw: Rig, me: Account, thread: str, messages: list[dict[str, str]], **k
 
 
 def _db_bytes(gw: Rig) -> bytes:
-    """Every byte of the SQLite store (main file, WAL, kept ranking indexes), after closing pooled connections."""
-    gw.store.dispose()
+    """Every byte of the SQLite store (main file, WAL, kept ranking indexes), with the store still open
+    (as a serving gateway's is): an erasure leaves no copy in the write-ahead log either."""
     db = Path(gw.store.url.split("///", 1)[1])
     return b"".join(
         p.read_bytes()

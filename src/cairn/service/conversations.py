@@ -42,6 +42,7 @@ from cairn.service.purge import erase
 from cairn.service.records import fetch_id
 from cairn.service.rows import tenant_row
 from cairn.service.tx import write_tx
+from cairn.store.engine import mark_erased
 from cairn.store.schema import (
     conversation_lessons,
     conversation_messages,
@@ -382,6 +383,7 @@ class Conversations:
         if marks:
             conn.execute(insert(conversation_tombstones), marks)
         conn.execute(delete(conversation_messages).where(*where_msgs))
+        mark_erased(conn)  # the messages' text: no copy left in SQLite's write-ahead log either
         archived, purged = self._derived(conn, principal, conv, turns, candidates, now)
         if granularity == "conversation":
             conn.execute(

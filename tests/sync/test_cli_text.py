@@ -158,3 +158,25 @@ def _notes(lines: list[str], key: str) -> list[str]:
             break
         notes.append(line.strip())
     return notes
+
+
+def test_pull_only_says_the_push_did_not_run_and_a_read_only_status_says_why_nothing_is_sent(rig: Rig) -> None:
+    laptop = rig.laptop("pull-only")
+    laptop.ok("write", "global", "waits", "A lesson that waits on the laptop for a full sync.")
+    before = rig.server_versions()
+    result = laptop.sync("--pull-only")
+    assert "pull only" in result["pushed"]["not_run"] and result["pushed"]["events"] == 0
+    assert rig.server_versions() == before
+    text = _text(laptop, "--url", rig.url, "sync", "--pull-only", env={"CAIRN_TOKEN": laptop.token}).stdout
+    assert "pushed: not run (pull only was asked" in text
+    status = laptop.ok("--url", rig.url, "sync", "status", env={"CAIRN_TOKEN": laptop.token})
+    assert status["pending"]["push"] >= 1 and "push_blocked" not in status["pending"]
+    # With a read-only token what waits here is never sent: the status says so.
+    reader = rig.svc.token_create(rig.alice, perm="read")["token"]
+    blocked = laptop.ok("--url", rig.url, "sync", "status", env={"CAIRN_TOKEN": reader})
+    assert blocked["pending"]["push"] >= 1 and "read-only" in blocked["pending"]["push_blocked"]
+    shown = _text(laptop, "--url", rig.url, "sync", "status", env={"CAIRN_TOKEN": reader}).stdout
+    assert "waiting (the token is read-only" in shown
+    # A full sync then sends it.
+    assert laptop.sync()["pushed"]["applied"] >= 1
+    assert ("global", "waits") in rig.server_versions()

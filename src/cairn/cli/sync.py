@@ -128,7 +128,8 @@ def _status_text(r: dict[str, Any]) -> str:
         [
             f"{r['url']} (store {r['server_store']}) · {_peer_line(r['peer'])}",
             f"pull: {waiting(pending['pull'], pending['pull_more'])}; "
-            f"push: {waiting(pending['push'], pending['push_more'])}",
+            f"push: {waiting(pending['push'], pending['push_more'])}"
+            + (f" ({pending['push_blocked']})" if pending.get("push_blocked") else ""),
             f"chain heads: here {_head(r['heads']['local'])}; server {_head(r['heads']['server'])}",
         ]
     )

@@ -48,6 +48,9 @@ STAGES = ("pull-fetched", "pull-applied", "push-sent", "push-recorded")
 # Tallies an apply answers with; a sync adds them up per direction.
 COUNTS = ("applied", "skipped", "conflicts")
 
+# Why a push did not run, as the summary says it.
+PULL_ONLY = "pull only was asked: this store's changes wait for the next sync"
+READ_ONLY = "the token is read-only: pulled only"
 PEERS_FILE = "sync-peers.json"  # in the home: {server URL: its store id}, written after each exchange starts
 # (direction, feed rows read so far, feed rows to read in all): a feed page reads audit rows, and the
 # sending store's chain head says how many there are, so the bar has a total without a count query.
@@ -297,8 +300,10 @@ def exchange(
     # -- push --------------------------------------------------------------------------------------
     pushed.cursor = push_from
     local_head: Any = None
-    if push and server.whoami().get("permission") == "read":
-        pushed.skipped_reason = "the token is read-only: pulled only"
+    if not push:
+        pushed.skipped_reason = PULL_ONLY
+    elif server.whoami().get("permission") == "read":
+        pushed.skipped_reason = READ_ONLY
         push = False
     n = 0
     size = batch
@@ -362,15 +367,18 @@ def status(local: LocalSide, server: ServerSide) -> dict[str, Any]:
 
     waiting_pull = server.feed(pull_from, DEFAULT_BATCH, local_id)
     waiting_push = local.feed(push_from, DEFAULT_BATCH, server_id)
+    pending: dict[str, Any] = {
+        "pull": len(waiting_pull["events"]),
+        "pull_more": bool(waiting_pull.get("more")),
+        "push": len(waiting_push["events"]),
+        "push_more": bool(waiting_push.get("more")),
+    }
+    if server.whoami().get("permission") == "read":
+        pending["push_blocked"] = READ_ONLY  # what waits here is never sent with this token
     return {
         **out,
         "server_store": server_id,
         "peer": state,
-        "pending": {
-            "pull": len(waiting_pull["events"]),
-            "pull_more": bool(waiting_pull.get("more")),
-            "push": len(waiting_push["events"]),
-            "push_more": bool(waiting_push.get("more")),
-        },
+        "pending": pending,
         "heads": {"local": waiting_push.get("head"), "server": waiting_pull.get("head")},
     }

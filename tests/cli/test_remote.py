@@ -297,3 +297,42 @@ def test_hooks_read_the_team_server_with_cairn_url(sides: tuple[Side, Side], tmp
     block = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "hook-marker" in block
     assert not (home / "cairn.db").exists()
+
+
+def test_a_server_that_is_not_cairn_is_named_as_such(tmp_path: Path) -> None:
+    """``--url`` pointing at another HTTP server (a 404 page) is refused as a wrong address, with the
+    form it should take; a proxy answering 502/503/504 (its Cairn is down) is UNREACHABLE, exit 3,
+    like no answer at all, so a script or the daemon's background sync tries again later."""
+    import http.server
+    import threading
+
+    status = {"code": 404}
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_error(status["code"])
+
+        do_POST = do_GET  # noqa: N815
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    home = tmp_path / "h"
+    home.mkdir()
+    env = {"CAIRN_NO_DAEMON": "1", "CAIRN_TOKEN": "cairn_" + "x" * 43}
+    try:
+        for args in (("list",), ("sync",)):
+            proc = run_cli(home, "--json", "--url", url, *args, env=env)
+            reason = json.loads(proc.stdout)["reason"]
+            assert proc.returncode == 1 and reason["code"] == "INVALID_INPUT", reason
+            assert "not as a Cairn server" in reason["message"] and "HTTP 404" in reason["message"]
+        status["code"] = 503
+        proc = run_cli(home, "--json", "--url", url, "sync", env=env)
+        reason = json.loads(proc.stdout)["reason"]
+        assert proc.returncode == 3 and reason["code"] == "UNREACHABLE" and reason["data"]["url"] == url
+    finally:
+        server.shutdown()
+        server.server_close()

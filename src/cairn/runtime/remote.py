@@ -126,7 +126,7 @@ class Http:
         try:
             return urllib.request.urlopen(req, timeout=TIMEOUT)  # noqa: S310 - the scheme was checked
         except urllib.error.HTTPError as err:
-            raise _refusal(err) from None
+            raise _refusal(err, self.url) from None
         except TimeoutError:
             raise CairnError(
                 "UNREACHABLE", f"Cairn at {self.url} did not answer within {TIMEOUT:.0f}s", {"url": self.url}
@@ -135,16 +135,32 @@ class Http:
             raise self._unreachable(err) from None
 
 
-def _refusal(err: urllib.error.HTTPError) -> CairnError:
+# What a proxy in front of Cairn answers when Cairn behind it is down or slow: offline, try later.
+PROXY_UNAVAILABLE = (502, 503, 504)
+
+
+def _refusal(err: urllib.error.HTTPError, url: str) -> CairnError:
+    """A Cairn refusal (problem+json with a stable code) as the same error here. An answer without
+    one is not Cairn's: a proxy whose Cairn is down is ``UNREACHABLE`` (retry later), another
+    server's 4xx is a ``--url`` that points at something else (``INVALID_INPUT``)."""
     try:
         problem = json.loads(err.read() or b"{}")
     except ValueError:
         problem = {}
     code = problem.get("code") if isinstance(problem, dict) else None
     if code not in CODES:
-        code = "INTERNAL"
-        message = f"the server answered HTTP {err.code} {err.reason}"
-        return CairnError(code, message)
+        answered = f"{url} answered HTTP {err.code} {err.reason}"
+        if err.code in PROXY_UNAVAILABLE:
+            message = f"{answered}: Cairn behind it did not answer; try again later"
+            return CairnError("UNREACHABLE", message, {"url": url})
+        if 400 <= err.code < 500:
+            return CairnError(
+                "INVALID_INPUT",
+                f"{answered}, not as a Cairn server: --url is the address `cairn serve` listens on "
+                "(e.g. http://127.0.0.1:8321, without /v1)",
+                {"url": url},
+            )
+        return CairnError("INTERNAL", answered)
     return CairnError(code, str(problem.get("detail") or code), problem.get("data") or None)
 
 

@@ -119,3 +119,32 @@ def test_the_executable_collects_garbage_again_once_the_store_is_open(home: Path
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "enabled after opening: True" in proc.stdout
+
+
+ENTRY_PROBE = (
+    "import atexit, os, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "atexit.register(lambda: open(out, 'w').write(os.environ.get('OPENBLAS_NUM_THREADS', '-')))\n"
+    "from cairn.cli.main import entry\n"
+    "entry()\n"
+)
+
+
+@pytest.mark.parametrize(("preset", "expected"), [(None, "1"), ("3", "3")], ids=["default", "user-set"])
+def test_a_cold_context_runs_numpy_with_one_blas_thread_unless_the_user_chose(
+    home: Path, preset: str | None, expected: str
+) -> None:
+    """numpy's BLAS pool starts (and spins) at import: a one-command process asks for one thread."""
+    out = home / "blas.txt"
+    env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_NO_DAEMON": "1", "CAIRN_SERVE_AUTO_START": "0"}
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    argv = ["context", "--repo", "acme/api", "--branch", "main"]
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY_PROBE, str(out), *argv],
+        capture_output=True, text=True, env=env, cwd=home, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "backoff" in proc.stdout  # the block was ranked in this process
+    assert out.read_text() == expected

@@ -224,9 +224,14 @@ def entry() -> None:
     No cyclic garbage collection while the command's modules import: each full collection walks
     every object SQLAlchemy and numpy have just made, a large share of a cold command's time
     (bench/README.md). Opening the store turns it back on (``cairn.runtime.local.collect_again``);
-    a command that opens none is a short client of the daemon.
+    a command that opens none is a short client of the daemon. One BLAS thread for numpy unless the
+    command is the daemon (``cairn.runtime.threads``).
     """
     gc.disable()
+    if split_globals(sys.argv[1:])[0].verb != "serve":
+        from cairn.runtime.threads import one_blas_thread
+
+        one_blas_thread()
     sys.exit(main())
 
 

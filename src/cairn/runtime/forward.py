@@ -25,6 +25,7 @@ import socket
 import sys
 
 from cairn.daemon import protocol
+from cairn.runtime import threads
 
 TYPE_CHECKING = False  # see cairn.errors
 if TYPE_CHECKING:
@@ -200,6 +201,7 @@ def start(home: str, db: str | None) -> bool:
     cmd += ["serve", "--auto"]
     # The daemon acts for whoever forwards a command; nothing of this caller's identity stays in its own env.
     env = {k: v for k, v in os.environ.items() if k not in ("CAIRN_TOKEN", "CAIRN_SESSION", "CAIRN_ACTOR")}
+    env = threads.daemon_env(env)  # the daemon's numpy keeps its default thread pool
     try:
         subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=home,

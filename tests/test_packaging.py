@@ -132,7 +132,7 @@ def test_distribution_name_and_command() -> None:
     project = _project()
     assert project["name"] == "cairn-lessons"
     assert project["scripts"] == {
-        "cairn": "cairn.cli.main:main",
+        "cairn": "cairn.cli.main:entry",  # no cyclic GC while importing, one BLAS thread (cli/main.py: entry)
         "memory-gateway": "cairn.compat.memory_gateway.cli:main",  # the peer's contract (docs/memory-gateway.md)
     }
     assert "version" in project.get("dynamic", [])  # cairn.__version__ is the one definition
@@ -195,7 +195,7 @@ def test_wheel_holds_every_file_of_the_package(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-        assert "cairn = cairn.cli.main:main" in zf.read(entry_points).decode()
+        assert "cairn = cairn.cli.main:entry" in zf.read(entry_points).decode()
     expected = {
         "cairn/" + p.relative_to(PACKAGE).as_posix()
         for p in PACKAGE.rglob("*")

@@ -148,3 +148,17 @@ def test_a_cold_context_runs_numpy_with_one_blas_thread_unless_the_user_chose(
     assert proc.returncode == 0, proc.stderr
     assert "backoff" in proc.stdout  # the block was ranked in this process
     assert out.read_text() == expected
+
+
+@pytest.mark.parametrize("verb", ["serve", "mcp"])
+def test_a_long_running_server_keeps_numpys_default_blas_pool(home: Path, verb: str) -> None:
+    out = home / f"blas-{verb}.txt"
+    env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_NO_DAEMON": "1", "CAIRN_SERVE_AUTO_START": "0"}
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY_PROBE, str(out), verb, "--help"],
+        capture_output=True, text=True, env=env, cwd=home, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert verb in proc.stdout.lower()  # the server's own help: the command was recognised
+    assert out.read_text() == "-"

@@ -218,6 +218,9 @@ def _dispatch(rest: list[str], g: Globals, out: object) -> int:
     return run(rest, g, out)  # type: ignore[arg-type]
 
 
+LONG_RUNNING = ("serve", "mcp")  # processes that answer many requests keep numpy's default BLAS pool
+
+
 def entry() -> None:
     """The ``cairn`` executable: one command, then the process ends.
 
@@ -225,10 +228,10 @@ def entry() -> None:
     every object SQLAlchemy and numpy have just made, a large share of a cold command's time
     (bench/README.md). Opening the store turns it back on (``cairn.runtime.local.collect_again``);
     a command that opens none is a short client of the daemon. One BLAS thread for numpy unless the
-    command is the daemon (``cairn.runtime.threads``).
+    command is a long-running server (``cairn.runtime.threads``).
     """
     gc.disable()
-    if split_globals(sys.argv[1:])[0].verb != "serve":
+    if split_globals(sys.argv[1:])[0].verb not in LONG_RUNNING:
         from cairn.runtime.threads import one_blas_thread
 
         one_blas_thread()

@@ -4,8 +4,9 @@ numpy's bundled OpenBLAS starts a pool of worker threads when numpy is imported,
 they spin while they wait for work: in a process that runs one command and exits (a hook's session
 start) that start-up costs more CPU than the ranking's few small products it could speed up
 (bench/README.md, cold start). Such a process asks for one thread, through the variable OpenBLAS
-reads at load, unless the user set it. The daemon keeps the default pool (it serves searches over the
-whole index), so a daemon started on demand does not inherit what was set here.
+reads at load, unless the user set it. The daemon and ``cairn mcp`` keep the default pool (they
+serve searches over the whole index), so a daemon started on demand does not inherit what was set
+here.
 """
 
 from __future__ import annotations

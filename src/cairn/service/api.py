@@ -11,8 +11,9 @@ the same signature and docstring. Each operation opens its own transaction (``se
 from __future__ import annotations
 
 import importlib
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from cairn.runtime.settings import Settings
@@ -90,6 +91,28 @@ def service_class(name: str) -> Any:
     return getattr(importlib.import_module(module), cls)
 
 
+class _service:  # noqa: N801 - used as a decorator, like ``property``
+    """A service made on first use and kept: the first caller makes it under the facade's lock (the
+    daemon's threads may ask at once; every caller gets the one instance), later ones read it from
+    the instance's ``__dict__`` without the lock."""
+
+    def __init__(self, make: Callable[[Services], Any]) -> None:
+        self.make = make
+        self.__doc__ = make.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Services | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        with obj._lock:
+            made = obj.__dict__.get(self.name)
+            if made is None:
+                made = obj.__dict__[self.name] = self.make(obj)
+        return made
+
+
 class Services:
     """The composed services; each is given exactly what it depends on.
 
@@ -105,6 +128,7 @@ class Services:
         self._store = store
         self._settings = settings
         self._caches = caches
+        self._lock = threading.RLock()  # re-entered: a service's dependencies are made inside its own making
         if auth is not None:
             self.__dict__["auth"] = auth  # a facade over other settings shares its tenants seen
 
@@ -118,97 +142,97 @@ class Services:
     def _make(self, name: str, *deps: Any) -> Any:
         return service_class(name)(*deps)
 
-    @cached_property
+    @_service
     def auth(self) -> Auth:
         return self._make("auth", self._store)
 
-    @cached_property
+    @_service
     def orgs(self) -> Orgs:
         return self._make("orgs", self._store)
 
-    @cached_property
+    @_service
     def tokens(self) -> Tokens:
         return self._make("tokens", self._store)
 
-    @cached_property
+    @_service
     def limits(self) -> TenantLimits:
         return self._make("limits", self._store, self._settings)
 
-    @cached_property
+    @_service
     def lessons(self) -> Lessons:
         return self._make("lessons", self._store, self._settings)
 
-    @cached_property
+    @_service
     def lifecycle(self) -> Lifecycle:
         return self._make("lifecycle", self._store, self.lessons)
 
-    @cached_property
+    @_service
     def tombstones(self) -> Tombstones:
         return self._make("tombstones", self._store)
 
-    @cached_property
+    @_service
     def review(self) -> Review:
         return self._make("review", self._store, self.tombstones)
 
-    @cached_property
+    @_service
     def graph(self) -> Graph:
         return self._make("graph", self._store)
 
-    @cached_property
+    @_service
     def browse(self) -> Browse:
         return self._make("browse", self._store)
 
-    @cached_property
+    @_service
     def scopes(self) -> Scopes:
         return self._make("scopes", self._store)
 
-    @cached_property
+    @_service
     def context(self) -> Context:
         return self._make("context", self._store, self._settings, self._caches.ranks, self._caches.query_vectors)
 
-    @cached_property
+    @_service
     def embeddings(self) -> Embeddings:
         return self._make("embeddings", self._store)
 
-    @cached_property
+    @_service
     def search(self) -> Search:
         return self._make("search", self._store, self.embeddings, self._caches.ranks)
 
-    @cached_property
+    @_service
     def export(self) -> Export:
         return self._make("export", self._store)
 
-    @cached_property
+    @_service
     def transfer(self) -> Transfer:
         return self._make("transfer", self._store, self._settings, self.lessons)
 
-    @cached_property
+    @_service
     def purge(self) -> Purge:
         return self._make("purge", self._store, self._settings)
 
-    @cached_property
+    @_service
     def ledger(self) -> Ledger:
         return self._make("ledger", self._store)
 
-    @cached_property
+    @_service
     def status(self) -> Status:
         return self._make("status", self._store)
 
-    @cached_property
+    @_service
     def webhooks(self) -> Webhooks:
         return self._make("webhooks", self._store, self._settings, self.orgs, self.lessons)
 
-    @cached_property
+    @_service
     def conversations(self) -> Conversations:
         return self._make("conversations", self._facade)
 
-    @cached_property
+    @_service
     def consolidation(self) -> Consolidation:
         return self._make(
             "consolidation", self._store, self._settings, self.lessons, self.embeddings, self._caches.ranks
         )
 
-    @cached_property
+    @_service
     def sync(self) -> SyncService:
         return self._make("sync", self._store)
 

@@ -34,6 +34,7 @@ from cairn.daemon import ops, protocol
 from cairn.daemon.background_sync import BackgroundSync
 from cairn.daemon.hosted import CliHost
 from cairn.daemon.hosted import refusal as hosted_refusal
+from cairn.daemon.memory import trim_heap
 from cairn.errors import CairnError
 from cairn.runtime.home import database_choice
 from cairn.runtime.local import database_url, ensure_home, local_principal, open_service, serve_warm
@@ -255,6 +256,7 @@ class Daemon:
                 embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR))
                 if embedded:
                     self.log(f"embedded {embedded} queued lesson(s)")
+                    trim_heap()  # a drain's batches of long texts peak; the idle daemon need not
             except CairnError as exc:
                 self.log(f"embedding failed: {exc.code}")
             except Exception as exc:  # noqa: BLE001 - keep serving; the next round retries
@@ -498,6 +500,8 @@ class Daemon:
             self.warm()
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only means a slower first request
             self.log(f"warm-up failed: {type(exc).__name__}")
+        finally:
+            trim_heap()  # opening (maybe migrating) the store and building the index peak once
 
 
 def _write(stream: Any, text: str) -> None:

@@ -104,6 +104,8 @@ def main() -> None:
         after_write_loop([sys.executable, "-m", "cairn.cli.main"], home, env, args.runs)
         ms = (cpu_seconds(daemon.pid) - before) * 1000 / args.runs
         print(f"context after a write: daemon CPU {ms:.1f} ms per command, RSS {status_mb(daemon.pid)}")
+        time.sleep(12)  # the daemon's background round (every 10 s) trims the heap after work
+        print("idle after the runs:", status_mb(daemon.pid))
         rollup = Path(f"/proc/{daemon.pid}/smaps_rollup").read_text().splitlines()[1:]
         print("smaps_rollup:", "; ".join(" ".join(line.split()[:2]) for line in rollup[:8]))
         for mb, name in top_mappings(daemon.pid):

@@ -237,6 +237,7 @@ class Daemon:
         sweep and then every ``serve.audit_minutes``; a consolidation plan when the ledger says one is
         due (checked with the sweeps); the embedding queue every few seconds."""
         next_sweep = next_audit = next_consolidate = 0.0
+        served_at_trim = -1
         try:  # a fresh home has no local store yet; the embedding state row needs its tenant
             self.svc.ensure_tenant(local_principal(actor=SWEEP_ACTOR))
         except CairnError as exc:
@@ -252,15 +253,20 @@ class Daemon:
                 self.consolidate()
                 next_consolidate = time.monotonic() + CONSOLIDATE_CHECK
             self.syncer.when_due(self.svc, local_principal(actor=SWEEP_ACTOR))
+            embedded = 0
             try:
                 embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR))
                 if embedded:
                     self.log(f"embedded {embedded} queued lesson(s)")
-                    trim_heap()  # a drain's batches of long texts peak; the idle daemon need not
             except CairnError as exc:
                 self.log(f"embedding failed: {exc.code}")
             except Exception as exc:  # noqa: BLE001 - keep serving; the next round retries
                 self.log(f"embedding failed: {type(exc).__name__}")
+            # A drain's batches and a request that rebuilt the ranking index peak once; trimming here,
+            # off the request path and only after work, keeps the idle daemon from holding that peak.
+            if embedded or self.requests != served_at_trim:
+                served_at_trim = self.requests
+                trim_heap()
             self.stopping.wait(DRAIN_EVERY)
 
     # -- serving ----------------------------------------------------------------------------

@@ -61,6 +61,15 @@ def test_allow_host_flag_and_env_add_names_and_nothing_else(cairn_home: Path) ->
         assert code == 0, err
 
 
+def test_a_serve_stopped_the_moment_its_http_api_answers_exits_cleanly(cairn_home: Path) -> None:
+    """SIGTERM right after the first answer: the handler is in place before anything listens."""
+    for _ in range(3):
+        proc = _serve(cairn_home, _free_port())
+        code, _out, err = stop_daemon(proc)
+        assert code == 0, err
+        assert not (cairn_home / "cairn.pid").exists()
+
+
 def test_a_malformed_allow_host_stops_the_start(cairn_home: Path) -> None:
     proc = run_cli_process(cairn_home, "--json", "serve", "--no-warm", "--allow-host", "http://x/y", env=_env())
     assert proc.returncode == 1

@@ -409,18 +409,6 @@ class Daemon:
         pid_file.write_text(f"{os.getpid()}\n", encoding="utf-8")
 
         web: list[Any] = []  # the uvicorn server once it listens
-        if http and http[2]:
-            try:
-                web.append(self._start_http(http[0], http[1]))
-            except CairnError:
-                server.server_close()
-                path.unlink(missing_ok=True)
-                pid_file.unlink(missing_ok=True)
-                raise
-        elif http:
-            # The default port: hooks must not wait for the HTTP stack to import, and a taken port
-            # (another home's daemon) is a note, not a failure.
-            threading.Thread(target=self._http_in_background, args=(http[0], http[1], web), daemon=True).start()
 
         def stop(_signum: int, _frame: Any) -> None:
             self.stopping.set()
@@ -428,8 +416,27 @@ class Daemon:
                 w.should_exit = True
             threading.Thread(target=server.shutdown, daemon=True).start()
 
+        # Before anything listens: a client may stop the daemon as soon as it answers, and a SIGTERM
+        # that arrived before the handler would kill it without its clean-up.
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        if http and http[2]:
+            try:
+                web.append(self._start_http(http[0], http[1]))
+            except CairnError:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                server.server_close()
+                path.unlink(missing_ok=True)
+                pid_file.unlink(missing_ok=True)
+                raise
+            if self.stopping.is_set():  # stopped while the HTTP API was starting
+                stop(signal.SIGTERM, None)
+        elif http:
+            # The default port: hooks must not wait for the HTTP stack to import, and a taken port
+            # (another home's daemon) is a note, not a failure.
+            threading.Thread(target=self._http_in_background, args=(http[0], http[1], web), daemon=True).start()
+
         self.log(f"serving {self.home} on {path} (pid {os.getpid()})")
         if warm:
             threading.Thread(target=self._warm_quietly, daemon=True).start()

@@ -31,15 +31,7 @@ def load() -> list[dict]:
     emb = E.CachedEmbedder(get_embedder(), E.OUT / "embed-cache.sqlite")
     out = []
     for name, spec in E.available_sets().items():
-        if spec["kind"] == "conv":
-            lessons, qs = E.conv_records(spec["folder"])
-            extra: list[dict] = []
-        else:
-            lessons = E.read_jsonl(spec["folder"] / "lessons.jsonl")
-            qs = E.read_jsonl(spec["folder"] / "queries.jsonl")
-            extra = E.load_module(spec["distractors"], f"d_{name}").generate(5000, seed=0)
-        corpus = [dict(x) for x in lessons] + [dict(d, key=d["key"] + "-d", id=None) for d in extra]
-        ids = [x.get("id") for x in corpus]
+        qs, corpus, ids = E.exact_corpus(name, spec)
         docs = emb.embed([embed_text({"key": x["key"], "value": x["value"]}) for x in corpus], batch_size=16)
         for q in qs:
             if not q["relevant"]:

@@ -118,6 +118,20 @@ def conv_records(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return lessons, queries
 
 
+def exact_corpus(name: str, spec: dict, distractors: int = 5000) -> tuple[list[dict], list[dict], list]:
+    """A set's queries, its lessons followed by its seeded distractors (keys suffixed, no id), and the
+    ids in corpus order: what the exact-cosine experiment scripts search, built one way for all of them."""
+    if spec["kind"] == "conv":
+        lessons, qs = conv_records(spec["folder"])
+        extra: list[dict] = []
+    else:
+        lessons = read_jsonl(spec["folder"] / "lessons.jsonl")
+        qs = read_jsonl(spec["folder"] / "queries.jsonl")
+        extra = load_module(spec["distractors"], f"d_{name}").generate(distractors, seed=0)
+    corpus = [dict(x) for x in lessons] + [dict(d, key=d["key"] + "-d", id=None) for d in extra]
+    return qs, corpus, [x.get("id") for x in corpus]
+
+
 # ----------------------------------------------------------------------------------------- embedding cache
 
 

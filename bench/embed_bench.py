@@ -12,8 +12,9 @@ Sections (every figure is the median of ``--runs`` runs):
   import, model hash check, session build, tokenizer) and the first ``embed``;
 * **model**: ``Embedder.embed`` of ``--lessons`` realistic lessons (``context_gen.Generator``'s mix, the
   text the drain embeds: ``service.embeddings.embed_text``, 40-600 characters) at batch sizes 4, 16, 32
-  and 64; lessons per second of wall time and per CPU-second (the second moves less with machine load);
-  plus one short query per call (the search path);
+  and 64, as every caller gets it (``CAIRN_EMBED_THREADS`` batches at once on the shared session, default
+  two on two cores); lessons per second of wall time and per CPU-second of the whole process (the second
+  moves less with machine load); plus one short query per call (the search path, one run);
 * **drain**: ``Cairn.drain_embeddings`` of a freshly imported store of ``--lessons`` lessons (a new
   SQLite file / a new Postgres database per run), with the model replaced by the lessons' pooled
   vectors (``db only``: the vector writes alone -- vec0 / pgvector row with its HNSW insert, float

@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from importlib.resources import files
 
 import numpy as np
@@ -316,3 +317,84 @@ def test_mixed_lengths_in_parallel_batches_match_one_at_a_time(minilm: E.Embedde
     alone = np.vstack([minilm.embed([t]) for t in texts])
     cosines = np.sum(together * alone, axis=1)
     assert cosines.min() >= 0.999, cosines.min()
+
+
+# ---------------------------------------------------------------------------------- parallel runs
+
+
+def _mixed_texts(n: int) -> list[str]:
+    base = [YAML_ERROR, YAML_FIX, SQUASH, YAML_FIX_2, "x", "Run the migrations before the tests."]
+    return [" ".join(base[: 1 + i % len(base)]) * (1 + i % 5) + f" #{i}" for i in range(n)]
+
+
+def test_default_embedder_runs_batches_in_parallel(minilm: E.Embedder) -> None:
+    assert isinstance(minilm, E.MiniLMEmbedder)
+    assert minilm.workers == E._threads()
+
+
+@pytest.mark.parametrize("workers", [2, 3, 8])
+def test_parallel_vectors_equal_serial_exactly(minilm: E.Embedder, workers: int) -> None:
+    """Several threads on the one session give bit-identical vectors, in the caller's order, whatever
+    the number of threads (more threads than batches included)."""
+    assert isinstance(minilm, E.MiniLMEmbedder)
+    serial = E.MiniLMEmbedder(minilm._session, minilm._tokenizer, minilm.name, workers=1)
+    parallel = E.MiniLMEmbedder(minilm._session, minilm._tokenizer, minilm.name, workers=workers)
+    texts = _mixed_texts(61)
+    expected = serial.embed(texts)
+    for batch_size in (1, 4, 16):
+        np.testing.assert_array_equal(parallel.embed(texts, batch_size=batch_size), expected)
+    np.testing.assert_array_equal(parallel.embed(texts[:3], batch_size=4), expected[:3])  # one batch
+    np.testing.assert_array_equal(parallel.embed_one(texts[7]), expected[7])
+
+
+def test_parallel_calls_from_several_threads(minilm: E.Embedder) -> None:
+    """Callers on other threads (a drain while a search embeds its query) each get their own vectors."""
+    import threading
+
+    texts = _mixed_texts(40)
+    expected = minilm.embed(texts)
+    results: dict[int, np.ndarray] = {}
+
+    def call(i: int) -> None:
+        results[i] = minilm.embed(texts[i:] + texts[:i])
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(3):
+        np.testing.assert_array_equal(results[i], np.vstack([expected[i:], expected[:i]]))
+
+
+def test_run_all_raises_a_workers_error_and_stops() -> None:
+    batches = [np.array([i]) for i in range(50)]
+    ran: list[int] = []
+
+    def run(idx: np.ndarray) -> None:
+        if int(idx[0]) == 3:
+            raise RuntimeError("batch 3 failed")
+        time.sleep(0.001)  # lets the failing thread record its error while batches remain
+        ran.append(int(idx[0]))
+
+    with pytest.raises(RuntimeError, match="batch 3 failed"):
+        E._run_all(run, batches, workers=2)
+    assert 3 not in ran and len(ran) < 50  # the others stop taking batches once one failed
+    ran.clear()
+    E._run_all(lambda idx: ran.append(int(idx[0])), batches, workers=4)
+    assert sorted(ran) == list(range(50))  # every batch exactly once
+
+
+def test_workers_must_be_positive(minilm: E.Embedder) -> None:
+    assert isinstance(minilm, E.MiniLMEmbedder)
+    with pytest.raises(ValueError):
+        E.MiniLMEmbedder(minilm._session, minilm._tokenizer, workers=0)
+
+
+def test_threads_env_sets_the_loaded_embedders_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(E.ENV_THREADS, "3")
+    assert E._load_minilm().workers == 3
+    monkeypatch.setenv(E.ENV_THREADS, "zero")
+    with pytest.raises(CairnError) as ei:
+        E._load_minilm()
+    assert ei.value.code == "SETUP" and E.ENV_THREADS in ei.value.message

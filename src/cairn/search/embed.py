@@ -18,7 +18,10 @@ Environment:
 * ``CAIRN_EMBED_MODEL`` -- ``all-MiniLM-L6-v2-int8-tokq`` (default), ``all-MiniLM-L6-v2-int8`` (the same
   weights in float32) or ``hash-test-64``, a tiny deterministic hashing embedder for tests that need a
   second model (e.g. "a model change re-embeds").
-* ``CAIRN_EMBED_THREADS`` -- onnxruntime intra-op threads (default ``min(2, cpu_count)``).
+* ``CAIRN_EMBED_THREADS`` -- how many model runs one ``embed`` call keeps going at once (default
+  ``min(2, cpu_count)``). Each run uses one thread: several single-threaded runs of small batches on one
+  shared session (onnxruntime releases the GIL) do far more per CPU-second than one run split across
+  threads, whose per-operator hand-offs cost more than the small matrices gain (bench/README.md).
 
 Memory: batches of long texts get fewer rows (:func:`_batches`) and onnxruntime's CPU arena is off, so
 a process that embedded long lessons does not keep the peak of that run for its whole life.
@@ -30,7 +33,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from cairn.errors import CairnError
@@ -126,14 +129,23 @@ class MiniLMEmbedder(Embedder):
     max_tokens = MAX_TOKENS
 
     def __init__(
-        self, session: onnxruntime.InferenceSession, tokenizer: tokenizers.Tokenizer, name: str = MODEL_NAME
+        self,
+        session: onnxruntime.InferenceSession,
+        tokenizer: tokenizers.Tokenizer,
+        name: str = MODEL_NAME,
+        workers: int = 1,
     ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
         self.name = name
+        self.workers = workers
         self._session = session
         self._tokenizer = tokenizer
         self._input_names = {i.name for i in session.get_inputs()}
 
     def embed(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
+        """See :meth:`Embedder.embed`. Given more than one batch, up to ``workers`` threads run batches at
+        once on the shared session; a batch's vectors are the same whichever thread runs it."""
         import numpy as np
 
         texts = _check_texts(texts, batch_size)
@@ -146,7 +158,7 @@ class MiniLMEmbedder(Embedder):
         order = np.argsort(-lengths, kind="stable")
         batches = _batches(order, lengths, batch_size)
 
-        for idx in batches:
+        def run(idx: np.ndarray) -> None:
             width = int(lengths[idx].max())
             input_ids = np.zeros((len(idx), width), dtype=np.int64)  # [PAD] is id 0
             attention = np.zeros((len(idx), width), dtype=np.int64)
@@ -158,8 +170,44 @@ class MiniLMEmbedder(Embedder):
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(input_ids)
             (hidden,) = self._session.run(["last_hidden_state"], feeds)
-            out[idx] = _mean_pool_normalize(hidden, attention)
+            out[idx] = _mean_pool_normalize(hidden, attention)  # rows of one batch: no two threads share one
+
+        _run_all(run, batches, self.workers)
         return out
+
+
+def _run_all(run: Callable[[np.ndarray], None], batches: list[np.ndarray], workers: int) -> None:
+    """``run`` every batch, on up to ``workers`` threads (this one included) taking the next batch as they
+    finish one, so a thread slowed by the machine's other work does not hold the rest back. The first
+    error is raised once every thread has stopped."""
+    workers = min(workers, len(batches))
+    if workers <= 1:
+        for idx in batches:
+            run(idx)
+        return
+    pending = iter(batches)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        while not errors:
+            with lock:
+                idx = next(pending, None)
+            if idx is None:
+                return
+            try:
+                run(idx)
+            except BaseException as exc:  # re-raised below, in the caller's thread
+                errors.append(exc)
+
+    helpers = [threading.Thread(target=loop, name=f"cairn-embed-{i}", daemon=True) for i in range(workers - 1)]
+    for t in helpers:
+        t.start()
+    loop()
+    for t in helpers:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 #: Attention holds batch x heads x width² scores, several copies of them, while a batch runs: a batch of
@@ -261,6 +309,7 @@ def get_embedder() -> Embedder:
 
 
 def _threads() -> int:
+    """``$CAIRN_EMBED_THREADS``: how many model runs one ``embed`` call keeps going at once."""
     raw = os.environ.get(ENV_THREADS, "").strip()
     if not raw:
         return max(1, min(2, os.cpu_count() or 1))
@@ -339,6 +388,13 @@ def _integer_graph(model_path: str) -> str | bytes:
     return str(cached)
 
 
+#: onnxruntime graph rewrites left out. ``SkipLayerNormFusion`` turns each residual ``Add`` and the
+#: ``LayerNormalization`` after it into one ``SkipLayerNormalization``, whose CPU kernel is several times
+#: slower here than the two it replaces (bench/README.md); the vectors agree with the fused ones to
+#: float rounding.
+DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
+
+
 def _load_minilm(name: str = MODEL_NAME) -> MiniLMEmbedder:
     try:
         import onnxruntime as ort
@@ -353,7 +409,8 @@ def _load_minilm(name: str = MODEL_NAME) -> MiniLMEmbedder:
         except ValueError as exc:  # int8_graph.GraphRewriteError: not the graph the rewrite was written for
             raise CairnError("SETUP", f"cannot derive {name} from {model_path}", {"error": str(exc)}) from exc
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    # One thread per run; ``embed`` runs ``threads`` batches at once instead (module docstring).
+    options.intra_op_num_threads = 1
     # Busy-waiting worker threads make a shared 2-core machine (hooks, tests, a daemon) crawl;
     # blocking costs a few percent when the machine is idle.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -365,10 +422,15 @@ def _load_minilm(name: str = MODEL_NAME) -> MiniLMEmbedder:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only
     try:
-        session = ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            model,
+            sess_options=options,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=DISABLED_OPTIMIZERS,
+        )
     except Exception as exc:  # onnxruntime raises its own exception types
         raise CairnError("SETUP", f"cannot load the embedding model {model_path}", {"error": str(exc)}) from exc
-    return MiniLMEmbedder(session, _load_tokenizer(), name)
+    return MiniLMEmbedder(session, _load_tokenizer(), name, workers=threads)
 
 
 # ---------------------------------------------------------------------------------------------- storage

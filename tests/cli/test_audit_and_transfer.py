@@ -253,11 +253,18 @@ def test_import_embeds_what_it_queued_unless_told_not_to(cli: Cli) -> None:
 
     # --no-embed returns with the lessons queued (searchable by text, not yet by meaning).
     skipped = cli.ok("import", "--no-embed", "-", stdin=later, env=hash_model)
-    assert skipped["created"] == 3 and "embedded" not in skipped
+    assert skipped["created"] == 3 and "embedded" not in skipped and skipped["pending_embeddings"] == 3
     assert queued_and_vectors() == (3, 0)
+    # It says who embeds them: no daemon here (CAIRN_NO_DAEMON), so cairn serve or the searches.
+    text = cli("import", "--no-embed", "-", stdin=later, env=hash_model).stdout
+    assert "searchable by meaning" not in text
+    assert "3 lesson(s) still queued for embedding" in text and "once cairn serve (or a slice per search)" in text
+    # A search meanwhile answers at once and says what waits.
+    assert cli.ok("search", "retries", env=hash_model)["pending_embeddings"] == 0  # its slice took all three
     # By default the import embeds its queue (and what was queued before) before it returns.
     done = cli.ok("import", "-", stdin=records, env=hash_model)
-    assert (done["created"], done["embedded"]) == (5, 8)
+    assert (done["created"], done["embedded"], done["pending_embeddings"]) == (5, 5, 0)
     assert queued_and_vectors() == (0, 8)
     text = cli("import", "-", stdin=records, env=hash_model).stdout
     assert "5 unchanged" in text and "0 embedded: searchable by meaning" in text
+    assert "still queued" not in text

@@ -1,12 +1,20 @@
 """The embedding drain: every queued active lesson gets exactly one vector of its current text, written
 in batches, on both databases; a lesson changed, archived or erased while its batch was embedded never
-gets a vector of the old text.
+gets a vector of the old text; the model runs one batch ahead of the writes without changing that; a
+drain killed with SIGKILL loses no vector it wrote and leaves the rest queued; a search embeds only a
+slice and says how many wait.
 
 ``hash-test-64`` stands in for MiniLM (fast and deterministic); the drain and the databases are real.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,15 +41,19 @@ TABLE = ix.vec_table(E.HASH_MODEL_NAME, E.HASH_DIM)
 
 
 class RacingEmbedder(E.HashEmbedder):
-    """The test model, which runs ``during`` (another writer's work) inside its first ``embed`` call."""
+    """The test model, which runs ``during`` (another writer's work) inside its first ``embed`` call, or
+    the first whose texts contain ``among``."""
 
-    def __init__(self, during: Callable[[], None] | None = None) -> None:
+    def __init__(self, during: Callable[[], None] | None = None, among: str | None = None) -> None:
         self.during = during
+        self.among = among
         self.texts: list[str] = []
+        self.calls: list[list[str]] = []
 
     def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         self.texts += list(texts)
-        if self.during is not None:
+        self.calls.append(list(texts))
+        if self.during is not None and (self.among is None or self.among in texts):
             during, self.during = self.during, None
             during()
         return super().embed(texts, batch_size)
@@ -154,3 +166,187 @@ def test_lessons_changed_archived_or_erased_during_the_batch(svc: Cairn, monkeyp
     # The old text's vector was never stored: nothing in the index is nearest to it but other lessons.
     old_vec = E.HashEmbedder().embed([old_oom])[0]
     assert float(held["oom"]["vector"] @ old_vec) < 0.99
+
+
+def assert_every_vector_current(svc: Cairn, keys: set[str]) -> None:
+    """Exactly ``keys`` hold a vector, one each (float vector, signature, one index row), of their current text."""
+    held = stored(svc)
+    assert sorted(held) == sorted(keys)
+    for key, row in held.items():
+        assert row["fresh"] and row["index_rows"] == 1, key
+        np.testing.assert_allclose(row["vector"], expected(svc, key), atol=1e-6)
+        assert row["bits"] == E.signature(row["vector"])
+
+
+def test_a_lesson_edited_while_a_later_batch_is_embedded(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model embeds batch 2 while batch 1 is written: an edit of a lesson in either batch, made then,
+    ends with the new text's vector whichever of the two commits first; a lesson forgotten then gets none."""
+    monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 3)
+    load(svc, LESSONS)  # keys in id order: wal, oom, utc | squash, docker, retry | alembic
+    new_wal = "WAL mode lets readers go on while one writer commits; turn it on before the first import."
+    new_docker = "Build images for linux/amd64 explicitly; an ARM laptop otherwise ships the wrong architecture."
+    old_docker = embedding_service.embed_text({"key": "docker", "value": LESSONS["docker"]})
+
+    def another_writer() -> None:  # runs inside the model's run on batch 2 (worker thread)
+        svc.write(ME, "global", "wal", new_wal)
+        svc.write(ME, "global", "docker", new_docker)
+        svc.forget(ME, "global", "retry", reason="wrong advice")
+
+    model = RacingEmbedder(another_writer, among=old_docker)
+    use_model(monkeypatch, model)
+    svc.drain_embeddings(ME)
+    assert queue(svc) == []
+    assert_every_vector_current(svc, set(LESSONS) - {"retry"})
+    assert model.texts[-1] in {
+        embedding_service.embed_text({"key": k, "value": v}) for k, v in (("wal", new_wal), ("docker", new_docker))
+    }
+    old = E.HashEmbedder().embed([old_docker])[0]
+    assert float(stored(svc)["docker"]["vector"] @ old) < 0.99
+
+
+def test_identical_texts_in_a_batch_are_embedded_once(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = RacingEmbedder()
+    use_model(monkeypatch, model)
+    load(svc, {"wal": LESSONS["wal"], "utc": LESSONS["utc"]}, scope="project::a")
+    load(svc, {"wal": LESSONS["wal"]}, scope="project::b")
+    assert svc.drain_embeddings(ME) == 3
+    assert len(model.texts) == 2  # the two "wal" lessons share one text
+    vectors = {
+        scope: E.blob_to_vector(v)
+        for scope, v in sql(
+            svc,
+            "SELECT l.scope, e.vector FROM lesson_embeddings e JOIN lessons l ON l.id = e.lesson_id "
+            "WHERE l.key = 'wal'",
+        )
+    }
+    assert sorted(vectors) == ["project::a", "project::b"]
+    np.testing.assert_allclose(vectors["project::a"], vectors["project::b"])
+    np.testing.assert_allclose(vectors["project::a"], expected_text(LESSONS["wal"], "wal"), atol=1e-6)
+
+
+def expected_text(value: str, key: str) -> np.ndarray:
+    return E.HashEmbedder().embed([embedding_service.embed_text({"key": key, "value": value})])[0]
+
+
+def test_a_slice_embeds_at_most_its_limit(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 2)
+    load(svc, LESSONS)
+    assert svc.drain_embeddings(ME, limit=3) == 3
+    assert len(queue(svc)) == len(LESSONS) - 3
+    assert svc.pending_embeddings(ME) == len(LESSONS) - 3
+    assert svc.drain_embeddings(ME) == len(LESSONS) - 3
+    assert_every_vector_current(svc, set(LESSONS))
+    assert svc.pending_embeddings(ME) == 0
+
+
+class SlowEmbedder(E.HashEmbedder):
+    """The test model, held inside each run until ``go`` is set (to keep a drain running)."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.running = threading.Event()
+
+    def embed(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        self.running.set()
+        assert self.go.wait(30)
+        return super().embed(texts, batch_size)
+
+
+def test_a_second_drain_of_the_process_follows_the_first(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one drain runs (the daemon's background round), a search's slice does not start another,
+    and an import's drain follows it to the end instead of embedding the same batches again."""
+    monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 2)
+    monkeypatch.setattr(embedding_service, "FOLLOW_EVERY", 0.05)
+    model = SlowEmbedder()
+    use_model(monkeypatch, model)
+    load(svc, LESSONS)
+    first: list[int] = []
+    background = threading.Thread(target=lambda: first.append(svc.drain_embeddings(ME)))
+    background.start()
+    try:
+        assert model.running.wait(30)
+        assert svc.drain_embeddings(ME, limit=embedding_service.SEARCH_SLICE, wait=False) == 0
+        seen: list[tuple[int, int]] = []
+        follower: list[int] = []
+        importer = threading.Thread(
+            target=lambda: follower.append(svc.drain_embeddings(ME, progress=lambda d, t: seen.append((d, t))))
+        )
+        importer.start()
+        time.sleep(0.2)
+        model.go.set()
+        importer.join(30)
+    finally:
+        model.go.set()
+        background.join(30)
+    assert first == [len(LESSONS)]
+    assert follower == [len(LESSONS)]  # what left the queue while it followed
+    assert seen[-1] == (len(LESSONS), len(LESSONS))
+    assert queue(svc) == []
+    assert_every_vector_current(svc, set(LESSONS))
+
+
+def test_a_search_embeds_a_slice_and_answers_from_what_is_embedded(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No read waits for the queue: a search embeds at most a slice, finds the rest by its words, and
+    says how many still wait; recall says so too."""
+    monkeypatch.setattr(embedding_service, "SEARCH_SLICE", 2)
+    monkeypatch.setattr("cairn.service.search.SEARCH_SLICE", 2)
+    model = RacingEmbedder()
+    use_model(monkeypatch, model)
+    load(svc, LESSONS)
+    found = svc.search(ME, "alembic autogenerate server defaults")
+    assert found["pending_embeddings"] == len(LESSONS) - 2
+    assert "alembic" in [h["key"] for h in found["results"]]  # queued, found by its words
+    assert len(model.texts) == 2 + 1  # the slice and the query
+    assert svc.recall(ME, "exit code 137 out of memory")["pending_embeddings"] == len(LESSONS) - 4
+    svc.drain_embeddings(ME)
+    assert svc.search(ME, "readers blocked by a writer", mode="vector")["pending_embeddings"] == 0
+
+
+_KILLED_DRAIN = """
+import sys, time
+from cairn.core.principal import LOCAL_TENANT, Principal
+from cairn.search import embed as E
+from cairn.service import embeddings
+from cairn.service.api import Cairn
+from cairn.store.engine import Store
+
+class Slow(E.HashEmbedder):
+    def embed(self, texts, batch_size=16):
+        time.sleep(0.15)
+        return super().embed(texts, batch_size)
+
+E._instances[E.HASH_MODEL_NAME] = Slow()
+embeddings.DRAIN_BATCH = 4
+svc = Cairn(Store(sys.argv[1]))
+svc.drain_embeddings(Principal(LOCAL_TENANT, "tester"))
+print("finished")
+"""
+
+
+def test_a_drain_killed_midway_keeps_what_it_wrote_and_the_rest_queued(svc: Cairn) -> None:
+    records = [{"scope": "global", "key": f"lesson-{i}", "value": f"Lesson {i}: {v}"} for i, v in
+               enumerate(list(LESSONS.values()) * 8)]  # fmt: skip
+    load(svc, records)
+    everything = {r["key"] for r in records}
+    env = {**os.environ, E.ENV_MODEL: E.HASH_MODEL_NAME}
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_DRAIN, svc.store.url], env=env, stdout=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while (
+            sql(svc, "SELECT count(*) FROM lesson_embeddings")[0][0] < 8
+            and time.monotonic() < deadline
+            and proc.poll() is None
+        ):
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL, "the drain finished before it was killed: nothing was tested"
+    held = stored(svc)
+    waiting = {sql(svc, "SELECT key FROM lessons WHERE id = :i", i=i)[0][0] for i in queue(svc)}
+    assert 8 <= len(held) < len(everything)
+    assert set(held) | waiting == everything and not set(held) & waiting  # each lesson: a vector or queued
+    assert_every_vector_current(svc, set(held))
+    assert svc.drain_embeddings(ME) == len(waiting)
+    assert queue(svc) == []
+    assert_every_vector_current(svc, everything)

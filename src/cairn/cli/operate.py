@@ -278,8 +278,8 @@ def import_(
         bool,
         typer.Option(
             "--no-embed",
-            help="Return once imported: search by text works at once, by meaning after the daemon or the next "
-            "search embeds the queue",
+            help="Return once imported: search by text works at once, by meaning after the daemon embeds the "
+            "queue in the background",
         ),
     ] = False,
     restore: Annotated[
@@ -293,8 +293,9 @@ def import_(
 ) -> None:
     """Import JSONL (a Cairn export, or plain {scope,key,value,...} records). Idempotent.
 
-    Then embeds what it queued, with a second progress bar, so the store answers searches by meaning
-    when the command returns (Ctrl-C stops the embedding safely: what is left stays queued)."""
+    Then embeds what it queued, with a second progress bar ("searchable by meaning: N of M"), so the
+    store answers searches by meaning when the command returns (Ctrl-C stops the embedding safely: what
+    is left stays queued for the daemon, and searches find it by its words meanwhile)."""
     if source is not None and source not in ("lorekit", "memory-gateway"):
         raise CairnError("INVALID_INPUT", f"--from must be lorekit or memory-gateway; got {source!r}")
     service, p = svc()
@@ -326,7 +327,7 @@ def import_(
             raise CairnError("INVALID_INPUT", f"cannot read {file}: {exc.strerror}") from None
         except UnicodeDecodeError:
             raise CairnError("INVALID_INPUT", f"{file} is not UTF-8 text") from None
-    with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="importing") as tick:
+    with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="writing lessons") as tick:
         result = service.import_lines(p, lines, restore=restore, progress=tick)
     if result["refused"]:
         S.out.note(f"{len(result['refused'])} record(s) refused; see --json for each reason")
@@ -334,12 +335,31 @@ def import_(
 
 
 def _embed_imported(service: Cairn, p: Principal, result: dict[str, Any], no_embed: bool) -> str:
-    """Embed the queue an import left (``result["embedded"]``), with its own progress bar; the summary's tail.
+    """Embed the queue an import left (``result["embedded"]``) with its own progress bar ("searchable by
+    meaning: N of M"); the summary's tail says whether the store is searchable by meaning, or how many
+    lessons still wait (``result["pending_embeddings"]``) and who embeds them.
 
     A remote server embeds its own queue in the background, so only a local store is drained here.
+    Ctrl-C stops the embedding between batches: every batch written is kept, the rest stays queued.
     """
-    if no_embed or _remote_url() is not None:
+    if _remote_url() is not None:
         return ""
-    with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="embedding for search by meaning") as tick:
-        result["embedded"] = service.drain_embeddings(p, progress=tick)
-    return render.embedded(result["embedded"])
+    if not no_embed:
+        with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="searchable by meaning") as tick:
+            try:
+                result["embedded"] = service.drain_embeddings(p, progress=tick)
+            except KeyboardInterrupt:
+                S.out.note(render.still_queued(service.pending_embeddings(p), _who_embeds()))
+                raise
+    result["pending_embeddings"] = service.pending_embeddings(p)
+    return render.embedded(result.get("embedded"), result["pending_embeddings"], _who_embeds())
+
+
+def _who_embeds() -> str:
+    """Who embeds what an import left queued: a daemon runs here (this command may be running in it),
+    or the next command starts one, or nobody in the background."""
+    from cairn.runtime import forward
+
+    if forward.enabled() and forward.auto_start_allowed(str(_home())):
+        return "the daemon"
+    return "cairn serve (or a slice per search)"

@@ -253,9 +253,20 @@ def import_result(r: dict[str, Any]) -> str:
     return text
 
 
-def embedded(n: int) -> str:
-    """The tail of an import's summary once its queue is embedded."""
-    return f"; {n} embedded: searchable by meaning"
+def embedded(n: int | None, pending: int, who: str) -> str:
+    """The tail of an import's summary: ``n`` embedded (None: not tried) and ``pending`` still queued."""
+    done = "" if n is None else f"; {n} embedded"
+    if not pending:
+        return done + ": searchable by meaning"
+    return done + "\n" + still_queued(pending, who)
+
+
+def still_queued(pending: int, who: str) -> str:
+    """What an import says of the lessons it leaves queued for their embedding."""
+    return (
+        f"{pending} lesson(s) still queued for embedding: searches find them by their words now, and by "
+        f"meaning once {who} embeds them (cairn status shows the queue)"
+    )
 
 
 @contextmanager
@@ -264,12 +275,12 @@ def progress(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] |
     if not enabled:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(f"[bold]{label}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True) as bar:
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeRemainingColumn(), transient=True) as bar:
         task = bar.add_task(label, total=None)
 
         def tick(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            bar.update(task, completed=done, total=total, description=f"{label}: {done:,} of {total:,}")
 
         yield tick

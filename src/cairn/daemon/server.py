@@ -255,7 +255,8 @@ class Daemon:
             self.syncer.when_due(self.svc, local_principal(actor=SWEEP_ACTOR))
             embedded = 0
             try:
-                embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR))
+                # Not when a forwarded import is draining in this process already (it embeds it all).
+                embedded = self.svc.drain_embeddings(local_principal(actor=SWEEP_ACTOR), wait=False)
                 if embedded:
                     self.log(f"embedded {embedded} queued lesson(s)")
             except CairnError as exc:

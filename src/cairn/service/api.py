@@ -340,6 +340,7 @@ class Cairn:
     search = _Op("search", "search")
     recall = _Op("search", "recall")
     drain_embeddings = _Op("embeddings", "drain_embeddings")
+    pending_embeddings = _Op("embeddings", "pending_embeddings")
     reindex = _Op("embeddings", "reindex")
 
     # -- the store -----------------------------------------------------------------------------

@@ -1,16 +1,26 @@
 """Embeddings: the queue writes fill, drained into vectors; and the rebuild of every index.
 
-Embeddings are made lazily: writes enqueue (``embed_queue``) and every search first drains the
-tenant's queue with the warm model (``cairn serve`` drains in the background too), re-checking each
-lesson's content hash under the write transaction so a vector made from text that changed meanwhile
-is discarded. A drain is several transactions by design: reading a batch, embedding it (no
-transaction held while the model runs) and writing its vectors.
+Embeddings are made lazily: writes enqueue (``embed_queue``) and a drain turns the queue into vectors,
+re-checking each lesson's content hash under the write transaction so a vector made from text that
+changed meanwhile is discarded and the lesson re-queued. Who drains: ``cairn serve`` in the background
+(every few seconds), ``cairn import`` before it returns (its progress bar), consolidation and reindex
+(they need every vector); a search or recall embeds at most a small slice first (``SEARCH_SLICE``) and
+answers from what is embedded plus the full-text arm, saying how many still wait (``pending_embeddings``).
+
+A drain is several transactions by design: reading a batch, embedding it (no transaction held while
+the model runs) and writing its vectors. The model runs on a worker thread, one batch ahead: while
+batch N's vectors are written, batch N+1 is embedded (onnxruntime and sqlite release the GIL), so the
+database side costs the drain little wall time beyond the model's. Batches are read by key order past
+the last one read (each is read before the previous one's queue rows are deleted); a lesson re-queued
+behind that cursor (edited while embedded) is picked up by one more pass from the start.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
@@ -26,6 +36,10 @@ from cairn.store.engine import Store
 from cairn.store.schema import embed_queue, embed_state, lesson_embeddings, lesson_signatures, lessons
 
 DRAIN_BATCH = 256
+# Lessons a search or recall embeds before answering: a few of an agent's latest writes (a fraction of
+# a second of model time); a bigger queue is the background drain's, and the answer says it waits.
+SEARCH_SLICE = 32
+FOLLOW_EVERY = 0.5  # seconds between looks at the queue while another drain of this process runs
 
 Progress = Callable[[int, int], None]
 
@@ -35,17 +49,23 @@ class Embeddings:
     """The tenant's embedding queue and index rebuilds."""
 
     store: Store
+    # One drain at a time per service (the daemon's background round, a forwarded import, a search's
+    # slice): two would read and embed the same batches, spending the model twice.
+    _running: threading.Lock = field(default_factory=threading.Lock, init=False)
 
-    def drain_embeddings(self, principal: Principal, progress: Progress | None = None) -> int:
-        """Embed every queued lesson of the tenant; returns how many vectors were written."""
-        from cairn.search.embed import get_embedder
+    def drain_embeddings(
+        self, principal: Principal, progress: Progress | None = None, *, limit: int | None = None, wait: bool = True
+    ) -> int:
+        """Embed the tenant's queued lessons; returns how many vectors were written.
+
+        ``limit``: handle at most that many queued lessons (a search's slice). ``wait``: when another
+        drain of this service is running, follow it (progress from the queue's length) until the queue
+        is empty, instead of returning 0 at once.
+        """
 
         def probe(c: Connection) -> tuple[str | None, int]:
             state = c.execute(select(embed_state.c.model).where(embed_state.c.tenant_id == principal.tenant_id))
-            count = c.execute(
-                select(func.count()).select_from(embed_queue).where(embed_queue.c.tenant_id == principal.tenant_id)
-            )
-            return state.scalar(), count.scalar_one()
+            return state.scalar(), _pending(c, principal.tenant_id)
 
         # Read first: a search with nothing to embed must not take the write lock (WAL readers never
         # wait for a writer; a write probe on every search made them queue behind imports).
@@ -55,22 +75,96 @@ class Embeddings:
             state, pending = read_tx(self.store, principal, probe)
         if not pending:
             return 0
-        embedder = get_embedder()
-        done = 0
-        while True:
-            batch = read_tx(self.store, principal, lambda c: _queued(c, principal.tenant_id, DRAIN_BATCH))
-            if not batch:
-                return done
-            vectors = embedder.embed([embed_text(r) for r in batch])
+        if not self._running.acquire(blocking=False):
+            return self._follow(principal, pending, progress, limit) if wait else 0
+        try:
+            return self._drain(principal, pending, progress, limit)
+        finally:
+            self._running.release()
 
-            def write(
-                conn: Connection, acting: Principal, batch: list[dict[str, Any]] = batch, vectors: Any = vectors
-            ) -> int:
-                return _write_vectors(conn, acting.tenant_id, embedder, batch, vectors)
+    def pending_embeddings(self, principal: Principal) -> int:
+        """How many of the lessons the caller may see wait for their vector."""
+        return read_tx(self.store, principal, lambda c: pending_embeddings(c, principal))
 
-            done += write_tx(self.store, principal, write)
+    def _follow(self, principal: Principal, total: int, progress: Progress | None, limit: int | None) -> int:
+        """Another drain of this service runs: report the queue shrinking until it is empty, and drain
+        what is left if that drain stops first. Returns how many left the queue meanwhile."""
+        while not self._running.acquire(timeout=FOLLOW_EVERY):
+            left = read_tx(self.store, principal, lambda c: _pending(c, principal.tenant_id))
             if progress:
-                progress(done, pending)
+                progress(max(total - left, 0), total)
+            if not left:
+                return total
+        try:
+            left = read_tx(self.store, principal, lambda c: _pending(c, principal.tenant_id))
+            gone = max(total - left, 0)
+            if left:
+                return gone + self._drain(principal, left, progress, limit, offset=gone, total=total)
+            if progress:
+                progress(gone, total)
+            return gone
+        finally:
+            self._running.release()
+
+    def _drain(
+        self,
+        principal: Principal,
+        pending: int,
+        progress: Progress | None,
+        limit: int | None,
+        offset: int = 0,
+        total: int | None = None,
+    ) -> int:
+        """The pipelined drain: embed batch N+1 on a worker thread while batch N's vectors are written."""
+        from cairn.search.embed import get_embedder
+
+        embedder = get_embedder()
+        total = total or pending
+        tenant = principal.tenant_id
+        handled = offset  # lessons that left the queue (written, or dropped as no longer active)
+        written = 0
+        taken = 0  # lessons read from the queue, against ``limit``
+
+        def read(after: int | None) -> list[dict[str, Any]]:
+            nonlocal taken
+            n = DRAIN_BATCH if limit is None else min(DRAIN_BATCH, limit - taken)
+            if n <= 0:
+                return []
+            batch = read_tx(self.store, principal, lambda c: _queued(c, tenant, n, after))
+            taken += len(batch)
+            return batch
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-embed") as pool:
+
+            def submit(batch: list[dict[str, Any]]) -> Future[Any] | None:
+                return pool.submit(_embed_batch, embedder, batch) if batch else None
+
+            batch = read(None)
+            job = submit(batch)
+            while batch and job is not None:
+                # Read the next batch (still queued: nothing of this one is deleted yet) before waiting
+                # for this one's vectors, then start the model on it while this one is written.
+                following = read(batch[-1]["id"])
+                vectors = job.result()
+                job = submit(following)
+
+                def write(
+                    conn: Connection, acting: Principal, batch: list[dict[str, Any]] = batch, vectors: Any = vectors
+                ) -> tuple[int, int]:
+                    return _write_vectors(conn, acting.tenant_id, embedder, batch, vectors)
+
+                stored, requeued = write_tx(self.store, principal, write)
+                written += stored
+                handled += len(batch) - requeued
+                if progress:
+                    progress(handled, max(total, handled))
+                if not following:
+                    # Past the cursor's end: lessons re-queued behind it (edited while embedded) or
+                    # queued meanwhile with a lower key; read only now that this batch is written.
+                    following = read(None)
+                    job = submit(following)
+                batch = following
+        return written
 
     def reindex(self, principal: Principal, progress: Progress | None = None) -> dict[str, Any]:
         """Rebuild the full-text index and every embedding of the tenant, the tombstones' included (e.g.
@@ -142,8 +236,10 @@ def _follow_model(conn: Connection, tenant_id: str) -> None:
     conn.execute(insert(embed_state).values(tenant_id=tenant_id, model=model, updated_at=now))
 
 
-def _write_vectors(conn: Connection, tenant_id: str, embedder: Any, batch: list[dict[str, Any]], vectors: Any) -> int:
-    """Store a drained batch's vectors; returns how many were written.
+def _write_vectors(
+    conn: Connection, tenant_id: str, embedder: Any, batch: list[dict[str, Any]], vectors: Any
+) -> tuple[int, int]:
+    """Store a drained batch's vectors; returns how many were written and how many were re-queued.
 
     Each lesson is checked under this write transaction: one whose content changed while it was
     embedded is re-queued (its vector is of the old text), one erased or no longer in the full-text
@@ -179,7 +275,7 @@ def _write_vectors(conn: Connection, tenant_id: str, embedder: Any, batch: list[
     active = ix.fts_present(conn, [r["id"] for r, _ in unchanged])
     keep = [(current[r["id"]], vector_to_blob(v), signature(v)) for r, v in unchanged if r["id"] in active]
     if not keep:
-        return 0
+        return 0, len(changed)
     written = [row["id"] for row, _, _ in keep]
     ix.vec_put_many(conn, ix.vec_ensure(conn, embedder.name, embedder.dim), [(row, blob) for row, blob, _ in keep])
     conn.execute(delete(lesson_embeddings).where(lesson_embeddings.c.lesson_id.in_(written)))
@@ -210,15 +306,19 @@ def _write_vectors(conn: Connection, tenant_id: str, embedder: Any, batch: list[
     conn.execute(
         update(embed_state).where(embed_state.c.tenant_id == tenant_id).values(generation=embed_state.c.generation + 1)
     )
-    return len(keep)
+    return len(keep), len(changed)
 
 
-def _queued(conn: Connection, tenant_id: str, n: int) -> list[dict[str, Any]]:
+def _queued(conn: Connection, tenant_id: str, n: int, after: int | None = None) -> list[dict[str, Any]]:
+    """The next ``n`` queued lessons of the tenant in key order, past ``after`` when given."""
+    where = [embed_queue.c.tenant_id == tenant_id]
+    if after is not None:
+        where.append(embed_queue.c.lesson_id > after)
     rows = (
         conn.execute(
-            select(lessons.c.id, lessons.c.key, lessons.c.value, lessons.c.tags, lessons.c.content_hash)
+            select(lessons.c.id, lessons.c.key, lessons.c.value, lessons.c.content_hash)
             .join(embed_queue, embed_queue.c.lesson_id == lessons.c.id)
-            .where(embed_queue.c.tenant_id == tenant_id)
+            .where(*where)
             .order_by(embed_queue.c.lesson_id)
             .limit(n)
         )
@@ -227,6 +327,36 @@ def _queued(conn: Connection, tenant_id: str, n: int) -> list[dict[str, Any]]:
     )
     # Queue entries whose lesson is gone are cleaned by the drop path; skip them here.
     return [dict(r) for r in rows]
+
+
+def _pending(conn: Connection, tenant_id: str) -> int:
+    """How many of the tenant's lessons wait for their vector (found by words only until then)."""
+    count = select(func.count()).select_from(embed_queue).where(embed_queue.c.tenant_id == tenant_id)
+    return int(conn.execute(count).scalar_one())
+
+
+def pending_embeddings(conn: Connection, principal: Principal) -> int:
+    """The queue's length as ``principal`` may see it: a scope-limited caller counts only its scopes."""
+    if not principal.scope_limited:
+        return _pending(conn, principal.tenant_id)
+    queued = conn.execute(
+        select(lessons.c.scope, func.count())
+        .select_from(embed_queue.join(lessons, lessons.c.id == embed_queue.c.lesson_id))
+        .where(embed_queue.c.tenant_id == principal.tenant_id)
+        .group_by(lessons.c.scope)
+    ).all()
+    return sum(n for scope, n in queued if principal.can_see(scope))
+
+
+def _embed_batch(embedder: Any, batch: list[dict[str, Any]]) -> Any:
+    """The batch's vectors, each distinct text embedded once (an import often repeats a text)."""
+    texts = [embed_text(r) for r in batch]
+    unique = list(dict.fromkeys(texts))
+    vectors = embedder.embed(unique)
+    if len(unique) == len(texts):
+        return vectors
+    at = {t: i for i, t in enumerate(unique)}
+    return vectors[[at[t] for t in texts]]
 
 
 def embed_text(row: dict[str, Any]) -> str:

@@ -10,9 +10,10 @@ enough" to stay silent: a second fitted model turns a ranked candidate's feature
 recall prints the candidates at or above ``RECALL_FLOOR``. Both were fitted on the dev halves of two eval sets
 (``evals/run_eval.py --fit``); tenant, scope, trust, tag and expiry predicates sit inside both arms.
 
-Embeddings are made lazily: writes enqueue (``embed_queue``) and every search first drains the
-tenant's queue with the warm model, re-checking each lesson's content hash under the write
-transaction so a vector made from text that changed meanwhile is discarded.
+Embeddings are made lazily: writes enqueue (``embed_queue``) and the queue is drained in the background
+(``service/embeddings.py``). A search or recall embeds at most a small slice of it first and never waits
+for the rest: a lesson still queued is found by the full-text arm only, and the answer says how many wait
+(``pending_embeddings``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from cairn.core.scope import ladder, validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.search import ranker
-from cairn.service.embeddings import Embeddings
+from cairn.service.embeddings import SEARCH_SLICE, Embeddings, pending_embeddings
 from cairn.service.records import active_clause, public
 from cairn.service.search_arms import ARM_DEPTH, DF_CAP, fts_query, vector_arm
 from cairn.service.tx import read_tx
@@ -70,7 +71,7 @@ RECALL_MAX = 3
 
 @dataclass(eq=False, repr=False)
 class Search:
-    """Hybrid search and failure recall; drains the embedding queue first and ranks on the shared indexes."""
+    """Hybrid search and failure recall; embeds a slice of the queue first and ranks on the shared indexes."""
 
     store: Store
     embeddings: Embeddings
@@ -137,7 +138,7 @@ class Search:
             principal, query, error=False, scopes=scopes, repo=repo, branch=branch, project=project,
             tag=tag_norm, trust=trust, limit=limit, mode=mode, weigh=False,
         )  # fmt: skip
-        return {"query": query, "mode": mode, "results": found.hits}
+        return {"query": query, "mode": mode, "results": found.hits, "pending_embeddings": found.pending}
 
     def recall(
         self,
@@ -180,6 +181,7 @@ class Search:
             "lessons": chosen[:limit],
             "floor": threshold,
             "text": recall_block(chosen[:limit]),
+            "pending_embeddings": found.pending,
         }
 
     def _label_webhook_hits(self, principal: Principal, hits: list[dict[str, Any]]) -> None:
@@ -228,13 +230,14 @@ class Search:
             views = [v for v in dict.fromkeys([error_focus(text), clean_error(text)[:2000]]) if v.strip()]
         semantic_text = " ".join(views)
         if not terms and not semantic_text.strip():
-            return Retrieved(terms, [], [])
+            return Retrieved(terms, [], [], read_tx(self.store, principal, lambda c: pending_embeddings(c, principal)))
         use_fts = mode in ("hybrid", "fts") and bool(terms)
         use_vec = mode in ("hybrid", "vector") and bool(semantic_text.strip())
         qvec: list[bytes] | None = None
         model_name = None
         if use_vec:
-            self.embeddings.drain_embeddings(principal)
+            # A slice, and none while another drain of this process (the daemon's) is at work.
+            self.embeddings.drain_embeddings(principal, limit=SEARCH_SLICE, wait=False)
             from cairn.search.embed import get_embedder, vector_to_blob
 
             embedder = get_embedder()
@@ -244,6 +247,11 @@ class Search:
         fitted = ranker.model()
 
         def tx(conn: Connection) -> Retrieved:
+            found = rank(conn)
+            found.pending = pending_embeddings(conn, principal)
+            return found
+
+        def rank(conn: Connection) -> Retrieved:
             now = utcnow()
             chosen, order = self._scopes(conn, principal, scopes, repo, branch, project)
             if chosen is not None and not chosen:
@@ -310,6 +318,7 @@ class Retrieved:
     terms: list[tuple[str, float]]
     pool: list[Candidate]
     hits: list[dict[str, Any]]
+    pending: int = 0  # the caller's lessons still waiting for their vector: found by words only
 
 
 def recall_floor() -> float:

@@ -22,7 +22,9 @@ Sections (every figure is the median of ``--runs`` runs):
   the throwaway server of ``tests/pg_server.py`` (``--only sqlite`` skips it);
 * **import until searchable** (``--import-lessons N``, off by default): ``cairn import FILE`` of N
   generated plain records in a fresh ``CAIRN_HOME`` through the CLI (no daemon), then a
-  ``cairn search --mode vector``: the seconds until the store answers by meaning.
+  ``cairn search --mode vector``: the seconds until the store answers by meaning (the import embeds its
+  queue before it returns; the search, which embeds only a slice, must find nothing still queued), and
+  the import's CPU-seconds.
 
 The machine's load average is read before and after: other processes on its 2 cores slow every
 figure, so a busy run says so. Prints a table, writes ``bench/out/embed.json`` (``--quick``:
@@ -203,8 +205,10 @@ def import_until_searchable(n: int, work: Path) -> dict[str, Any]:
     env = {**os.environ, "CAIRN_HOME": str(work / "home"), "CAIRN_NO_DAEMON": "1"}
     cli = [sys.executable, "-m", "cairn.cli.main"]
     t = time.perf_counter()
+    cpu = _children_cpu()
     res = subprocess.run([*cli, "--json", "import", str(path)], capture_output=True, text=True, env=env, check=False)
     import_s = time.perf_counter() - t
+    import_cpu = _children_cpu() - cpu
     if res.returncode != 0:
         raise SystemExit(f"cairn import failed: {res.stderr[-2000:]}")
     t2 = time.perf_counter()
@@ -220,13 +224,25 @@ def import_until_searchable(n: int, work: Path) -> dict[str, Any]:
         raise SystemExit(f"cairn search failed: {res.stderr[-2000:]}")
     answer = json.loads(res.stdout)
     data = answer.get("data", answer)
+    if data.get("pending_embeddings"):
+        raise SystemExit(f"{data['pending_embeddings']} lessons still queued after the import: not searchable")
     return {
         "lessons": written,
         "import_s": round(import_s, 1),
+        "import_cpu_s": round(import_cpu, 1),
         "first_vector_search_s": round(search_s, 1),
         "searchable_s": round(import_s + search_s, 1),
         "results": len(data.get("results", [])),
     }
+
+
+def _children_cpu() -> float:
+    """CPU-seconds (user + system) of this process's waited-for children: the import's own cost, which
+    moves less with the machine's load than its wall time."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -290,7 +306,8 @@ def report(r: dict[str, Any], prev: dict[str, Any] | None) -> str:
     im = r.get("import")
     if im:
         figure = (
-            f"{im['searchable_s']} s (import {im['import_s']} s, first vector search {im['first_vector_search_s']} s)"
+            f"{im['searchable_s']} s (import {im['import_s']} s, {im.get('import_cpu_s', '?')} CPU-s; "
+            f"first vector search {im['first_vector_search_s']} s)"
         )
         rows.append(
             (

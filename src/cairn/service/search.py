@@ -237,7 +237,12 @@ class Search:
         model_name = None
         if use_vec:
             # A slice, and none while another drain of this process (the daemon's) is at work.
-            self.embeddings.drain_embeddings(principal, limit=SEARCH_SLICE, wait=False)
+            try:
+                self.embeddings.drain_embeddings(principal, limit=SEARCH_SLICE, wait=False)
+            except CairnError as exc:
+                if exc.code != "SETUP":
+                    raise
+                # A store this process cannot write (a read-only mount): answer from what is embedded.
             from cairn.search.embed import get_embedder, vector_to_blob
 
             embedder = get_embedder()

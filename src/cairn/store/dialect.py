@@ -96,6 +96,20 @@ def is_lock_error(exc: BaseException) -> bool:
     )
 
 
+# read_only_sql_transaction: a hot standby, or a session that default_transaction_read_only pins.
+_PG_READ_ONLY_STATE = "25006"
+
+
+def is_read_only_error(exc: BaseException) -> bool:
+    """The database refused a write because it is read-only here (a file on a read-only mount, a file
+    the process may read but not write, a Postgres standby): a setup problem, not a bug."""
+    state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if state is not None:
+        return state == _PG_READ_ONLY_STATE
+    text = str(exc).lower()
+    return "attempt to write a readonly database" in text  # SQLITE_READONLY
+
+
 class epoch_seconds(FunctionElement[float]):  # noqa: N801 - reads as a SQL function at the call site
     """A timestamp column as seconds since 1970 (float), computed in the database.
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from cairn.errors import CairnError
-from cairn.store.dialect import ADVISORY_NAMESPACE, is_lock_error
+from cairn.store.dialect import ADVISORY_NAMESPACE, is_lock_error, is_read_only_error
 from cairn.store.migrations import HEAD
 from cairn.store.rls import APP_ROLE
 
@@ -357,6 +357,12 @@ class Store:
                 with self.connect(write, tenant, **caller) as conn:
                     return fn(conn)
             except (OperationalError, IntegrityError) as exc:
+                if is_read_only_error(exc):
+                    raise CairnError(
+                        "SETUP",
+                        f"the database {_redact(self.url)} is read-only here ({_first_line(exc.orig or exc)}); "
+                        "reading works, changing it needs a writable file (or a primary server)",
+                    ) from None
                 if not is_lock_error(exc) or attempt == MAX_LOCK_RETRIES:
                     if is_lock_error(exc):
                         raise CairnError(

@@ -128,11 +128,13 @@ class SearchResults(Open):
     query: str
     mode: str
     results: list[Hit]
+    pending_embeddings: int = 0  # lessons in reach still queued for their embedding: found by words only
 
 
 class Recalled(Open):
     text: str
     lessons: list[dict[str, Any]]
+    pending_embeddings: int = 0
 
 
 class Context(Open):

@@ -81,6 +81,63 @@ def test_commands_that_never_rank_do_not_load_numpy_or_the_model(home: Path, arg
     assert not (modules & (NEVER | {"numpy"}))
 
 
+# The modules of the command tree (cli/app.py's COMMANDS): a command imports only the one declaring it.
+TREE = {f"cairn.cli.{m}" for m in ("lessons", "retrieval", "operate", "review", "consolidate", "accounts",
+                                    "gateway", "webhooks", "sync")}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "own"),
+    [
+        (["write", "repo::acme/api", "tree", "Build only the command that runs"], "cairn.cli.lessons"),
+        (["read", "repo::acme/api", "retry"], "cairn.cli.lessons"),
+        (["list", "--limit", "5"], "cairn.cli.lessons"),
+        (["search", "retry", "--mode", "fts"], "cairn.cli.retrieval"),
+        (["status"], "cairn.cli.operate"),
+        (["org", "list"], "cairn.cli.accounts"),
+    ],
+    ids=["write", "read", "list", "search-fts", "status", "org-list"],
+)
+def test_a_command_builds_only_its_own_part_of_the_tree(home: Path, argv: list[str], own: str) -> None:
+    modules = loaded(home, argv)
+    assert own in modules
+    assert not (modules & (TREE - {own}))
+
+
+def test_an_unknown_command_still_gets_the_whole_trees_suggestion(home: Path) -> None:
+    env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_NO_DAEMON": "1", "CAIRN_SERVE_AUTO_START": "0"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "cairn.cli.main", "wirte", "x"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 1
+    assert "No such command 'wirte'. Did you mean 'write'?" in proc.stderr
+
+
+CONFUSABLES_PROBE = (
+    "import json, sys\n"
+    "from cairn.cli.main import main\n"
+    "code = main(sys.argv[2:])\n"
+    "from cairn.core import confusables\n"
+    "open(sys.argv[1], 'w').write(json.dumps(confusables._translation.cache_info().currsize))\n"
+    "sys.exit(code)\n"
+)
+
+
+@pytest.mark.parametrize(("text", "whole"), [("Pin the lockfile in CI, café", 0), ("Pin the lockfile in СI", 1)])
+def test_a_latin1_write_reads_only_the_latin1_confusables(home: Path, text: str, whole: int) -> None:
+    """The tombstone check skeletonizes every write: a Latin-1 lesson needs the mappings of its own
+    range, not all ~6,300 (a Cyrillic С needs them all)."""
+    out = home / "confusables.json"
+    env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_NO_DAEMON": "1", "CAIRN_SERVE_AUTO_START": "0"}
+    argv = ["write", "repo::acme/api", f"latin-{whole}", text]
+    proc = subprocess.run(
+        [sys.executable, "-c", CONFUSABLES_PROBE, str(out), *argv],
+        capture_output=True, text=True, env=env, cwd=home, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text()) == whole
+
+
 @pytest.mark.parametrize(
     ("argv", "stdin"),
     [

@@ -20,8 +20,9 @@ HUMAN_ERROR = re.compile(r"^cairn: [A-Z_]+: \S.*$")
 
 def _commands() -> set[str]:
     """Every command the CLI registers; a group with a callback (``review``, ``audit``) is one too."""
-    from cairn.cli.app import app
+    from cairn.cli.app import load_all
 
+    app = load_all()
     names: set[str] = set()
     for cmd in app.registered_commands:
         names.add(cmd.name or cmd.callback.__name__.rstrip("_"))
@@ -30,6 +31,25 @@ def _commands() -> set[str]:
         for sub in group.typer_instance.registered_commands:
             names.add(f"{group.name} {sub.name or sub.callback.__name__}")
     return names
+
+
+def test_the_lazy_registry_names_every_command_and_the_module_declaring_it() -> None:
+    """``cairn write`` imports only the module ``COMMANDS`` names: a command missing there, or
+    under another module, would be found only by the whole tree (a bare ``cairn X`` still works,
+    but slower) -- so the map must be the tree's, in the order ``--help`` lists it."""
+    from cairn.cli.app import COMMANDS, load_all
+
+    app = load_all()
+    declared: dict[str, str] = {}
+    for cmd in app.registered_commands:
+        declared[cmd.name or cmd.callback.__name__] = cmd.callback.__module__  # type: ignore[union-attr]
+    for group in app.registered_groups:  # where its callback and subcommands are (args.py makes helpers)
+        sub = group.typer_instance
+        infos = [*sub.registered_commands, *([sub.registered_callback] if sub.registered_callback else [])]
+        modules = {info.callback.__module__ for info in infos} - {"cairn.cli.args"}  # type: ignore[union-attr]
+        declared[group.name] = modules.pop() if len(modules) == 1 else f"{sorted(modules)}"  # type: ignore[index]
+    assert {name: f"cairn.cli.{module}" for name, module in COMMANDS.items()} == declared
+    assert list(declared) == list(COMMANDS)
 
 
 FOUNDATION = {

@@ -283,6 +283,16 @@ def test_one_character_look_up_agrees_with_the_whole_table():
     assert confusables.prototype("\U0001d400") == "A" and confusables.prototype("\u1d40") == "\u1d40"
 
 
+def test_the_latin1_table_is_the_whole_tables_latin1_part():
+    """A Latin-1 text is skeletonized from the lines of its own range; any wider one from every line."""
+    whole = confusables._translation()
+    latin1 = confusables._latin1_translation()
+    assert latin1 == {cp: proto for cp, proto in whole.items() if cp <= 0xFF}
+    assert latin1[ord("m")] == "rn" and latin1[ord("0")] == "O"  # ASCII has look-alikes too
+    assert confusables.skeleton_chars("m0 \xe9") == "m0 \xe9".translate(whole)
+    assert confusables.skeleton_chars("m\u0430") == "rna"  # a Cyrillic a: the whole table
+
+
 def test_identity_is_wider_than_the_stored_hash_but_storage_is_untouched():
     variant = "Dіsable thе flaky retry plugin with --no-retry in CI."
     assert content_hash(variant) != content_hash(FORGOTTEN)  # the stored hash is unchanged

@@ -65,7 +65,7 @@ def run(argv: list[str], g: Globals, out: Output) -> int:
     S.g, S.out = g, out
     S.svc, S.principal = None, None  # a daemon runs many commands: nothing carries over from the last
     try:
-        result = _command()(argv, standalone_mode=False, prog_name="cairn")
+        result = _command(argv[0] if argv else None)(argv, standalone_mode=False, prog_name="cairn")
     except click.NoArgsIsHelpError as exc:
         if exc.ctx is not None:
             sys.stdout.write(exc.ctx.get_help() + "\n")
@@ -102,21 +102,72 @@ def completion(
         S.out.done = True
 
 
-_COMMAND: list[Any] = []
+# Each top-level command and group with the module that declares it (``app``: this one), in the
+# order ``cairn --help`` lists them. ``cairn write`` imports and builds only ``lessons``'s part of the
+# tree: building all of it (and importing every module of it) is a share of a cold command's time.
+COMMANDS = {
+    "completion": "app", "write": "lessons", "read": "lessons", "list": "lessons", "history": "lessons",
+    "diff": "lessons", "supersede": "lessons", "archive": "lessons", "restore": "lessons", "forget": "lessons",
+    "unforget": "lessons", "tombstones": "lessons", "feedback": "lessons", "link": "lessons",
+    "neighborhood": "lessons", "purge": "lessons", "search": "retrieval", "context": "retrieval",
+    "recall": "retrieval", "hook": "retrieval", "install": "retrieval", "serve": "operate", "status": "operate",
+    "doctor": "operate", "reindex": "operate", "export": "operate", "import": "operate", "whoami": "accounts",
+    "gateway": "gateway", "mcp": "app",
+    "review": "review", "audit": "review", "config": "operate", "db": "operate", "consolidate": "consolidate",
+    "org": "accounts", "token": "accounts", "user": "accounts", "limits": "accounts", "conversation": "gateway",
+    "webhook": "webhooks", "sync": "sync",
+}  # fmt: skip
+_LOADED: set[str] = {"app"}
+_COMMAND: dict[str | None, Any] = {}
 
 
-def _command() -> Any:
-    """The click command typer builds from ``app``, built once per process: typer rebuilds the whole
-    tree on every call, which a daemon running command after command would pay each time."""
-    if not _COMMAND:
-        _COMMAND.append(typer.main.get_command(app))
-    return _COMMAND[0]
+def _load(module: str) -> None:
+    """Import one module of the tree: its commands register on ``app`` (some through ``register``)."""
+    if module in _LOADED:
+        return
+    import importlib
+
+    loaded = importlib.import_module(f"cairn.cli.{module}")
+    register = getattr(loaded, "register", None)
+    if register is not None:
+        register(app)
+    _LOADED.add(module)
+
+
+def load_all() -> typer.Typer:
+    """The whole tree on ``app``, in ``COMMANDS``' order whatever was loaded first."""
+    for module in dict.fromkeys(COMMANDS.values()):
+        _load(module)
+    order = {name: i for i, name in enumerate(COMMANDS)}
+    app.registered_commands.sort(key=lambda c: order[c.name or c.callback.__name__])  # type: ignore[union-attr]
+    app.registered_groups.sort(key=lambda g: order[g.name])  # type: ignore[index]
+    return app
+
+
+def _command(verb: str | None = None) -> Any:
+    """The click command for ``cairn VERB ...``: a group holding only VERB's command when VERB is one
+    (its usage, help and errors read as in the whole tree: ``cairn write``), else the whole tree.
+    Built once per process and verb: typer rebuilds on every call, which a daemon running command
+    after command would pay each time."""
+    key = verb if verb in COMMANDS else None
+    if key not in _COMMAND:
+        if key is None:
+            _COMMAND[key] = typer.main.get_command(load_all())
+        else:
+            import copy
+
+            _load(COMMANDS[key])
+            one = copy.copy(app)
+            one.registered_commands = [c for c in app.registered_commands if (c.name or c.callback.__name__) == key]  # type: ignore[union-attr]
+            one.registered_groups = [g for g in app.registered_groups if g.name == key]
+            _COMMAND[key] = typer.main.get_group(one)
+    return _COMMAND[key]
 
 
 def complete(complete_var: str) -> int:
     """Answer a shell completion request (the script typer's ``--show-completion`` prints calls back)."""
     try:
-        app(args=[], prog_name="cairn", complete_var=complete_var)
+        load_all()(args=[], prog_name="cairn", complete_var=complete_var)
     except SystemExit as exc:  # typer answers, then exits with the status
         return exc.code if isinstance(exc.code, int) else 0
     return 0
@@ -182,26 +233,6 @@ def _time(raw: str | None):  # type: ignore[no-untyped-def]
     from cairn.core.timeparse import parse_time
 
     return parse_time(raw)
-
-
-def _register_commands() -> None:
-    """Each resource's commands, in the order --help lists them (importing a module registers them)."""
-    import importlib
-
-    for name in ("lessons", "review", "retrieval", "operate", "consolidate"):
-        importlib.import_module(f"cairn.cli.{name}")
-    from cairn.cli.accounts import register
-    from cairn.cli.gateway import register as register_gateway
-    from cairn.cli.sync import register as register_sync
-    from cairn.cli.webhooks import register as register_webhooks
-
-    register(app)
-    register_gateway(app)
-    register_webhooks(app)
-    register_sync(app)
-
-
-_register_commands()
 
 
 @app.command("mcp")

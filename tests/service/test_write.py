@@ -63,6 +63,28 @@ def test_same_scope_other_key_same_content_recurs_on_the_existing_lesson(svc: Ca
     assert info.value.code == "NOT_FOUND"
 
 
+def test_an_address_that_holds_a_lesson_is_edited_even_when_its_scope_has_the_same_content(
+    svc: Cairn, me, store
+) -> None:
+    # The address and same-content look-ups are read together: the twin counts only when the
+    # address is free, so new content at a held address edits that lesson, never recurs elsewhere.
+    svc.write(me, SCOPE, "twin", "Cache the wheels between CI runs.")
+    svc.write(me, SCOPE, "held", "Something else entirely.")
+    out = svc.write(me, SCOPE, "held", "cache the wheels between CI runs")
+    assert out["action"] == "updated"
+    assert (out["lesson"]["key"], out["lesson"]["version"], out["lesson"]["seen_count"]) == ("held", 2, 1)
+    assert svc.read(me, SCOPE, "twin")["lesson"]["seen_count"] == 1
+    assert len(lesson_rows(store)) == 2
+
+
+def test_rejected_or_superseded_lessons_are_no_twin(svc: Cairn, me, store) -> None:
+    svc.write(me, SCOPE, "old", "Use the staging bucket for fixtures.")
+    svc.supersede(me, SCOPE, "new", "Fixtures live in the test bucket.", supersedes=(SCOPE, "old"))
+    out = svc.write(me, SCOPE, "again", "use the staging bucket for fixtures")
+    assert out["action"] == "created"
+    assert out["lesson"]["key"] == "again"
+
+
 def test_same_content_in_another_scope_is_a_new_lesson(svc: Cairn, me, store) -> None:
     svc.write(me, SCOPE, "k", "Migrations must say why.")
     out = svc.write(me, "repo::acme/other", "k", "Migrations must say why.")

@@ -17,7 +17,7 @@ from cairn.core.timeparse import utcnow
 from cairn.store import search_index as ix
 from cairn.store.schema import embed_queue, lesson_embeddings, lesson_signatures
 
-# Built once: every mutation runs them (see records._BY_ADDRESS).
+# Built once: every mutation runs them (see records.BY_ADDRESS).
 _EMBEDDED = select(lesson_embeddings.c.content_hash, lesson_embeddings.c.dim).where(
     lesson_embeddings.c.lesson_id == bindparam("id"), lesson_embeddings.c.model == bindparam("model")
 )

@@ -9,6 +9,7 @@ do, and changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -23,8 +24,13 @@ from cairn.runtime.settings import Settings
 from cairn.store.schema import audit_log, lessons, tenant_limits
 
 FIELDS = ("max_lessons", "max_value_bytes", "writes_per_minute")
-# Built once: every write reads the tenant's overrides.
+# Built once: every write reads the tenant's overrides. As columns of their own too (NULL when the
+# tenant has no override row), so a write reads them with its other look-ups (``service/write_reads.py``).
 _OVERRIDES = select(*(tenant_limits.c[f] for f in FIELDS)).where(tenant_limits.c.tenant_id == bindparam("tenant"))
+OVERRIDE_COLUMNS = tuple(
+    select(tenant_limits.c[f]).where(tenant_limits.c.tenant_id == bindparam("tenant")).scalar_subquery().label(f)
+    for f in FIELDS
+)
 
 
 @dataclass(frozen=True)
@@ -37,9 +43,13 @@ class Limits:
         return {f: (getattr(self, f) or None) for f in FIELDS}
 
 
-def effective(conn: Connection, settings: Settings, tenant: str) -> tuple[Limits, dict[str, str]]:
-    """The tenant's limits and where each came from (tenant override, or settings)."""
-    row = conn.execute(_OVERRIDES, {"tenant": tenant}).mappings().first()
+def effective(
+    conn: Connection, settings: Settings, tenant: str, overrides: Mapping[str, Any] | None = None
+) -> tuple[Limits, dict[str, str]]:
+    """The tenant's limits and where each came from (tenant override, or settings).
+
+    ``overrides``: the ``OVERRIDE_COLUMNS`` already read in this transaction (a NULL is no override)."""
+    row = overrides if overrides is not None else conn.execute(_OVERRIDES, {"tenant": tenant}).mappings().first()
     values: dict[str, int] = {}
     sources: dict[str, str] = {}
     for f in FIELDS:
@@ -51,9 +61,11 @@ def effective(conn: Connection, settings: Settings, tenant: str) -> tuple[Limits
     return Limits(**values), sources
 
 
-def check_value(conn: Connection, settings: Settings, principal: Principal, value: str) -> None:
+def check_value(
+    conn: Connection, settings: Settings, principal: Principal, value: str, overrides: Mapping[str, Any] | None = None
+) -> None:
     """Only the value-size limit (imports: the restore path is not rate-limited)."""
-    lim, _ = effective(conn, settings, principal.tenant_id)
+    lim, _ = effective(conn, settings, principal.tenant_id, overrides)
     _value_size(lim, value)
 
 
@@ -70,10 +82,19 @@ def _value_size(lim: Limits, value: str) -> None:
 
 
 def check_write(
-    conn: Connection, settings: Settings, principal: Principal, value: str, *, creating: bool, count: int = 1
+    conn: Connection,
+    settings: Settings,
+    principal: Principal,
+    value: str,
+    *,
+    creating: bool,
+    count: int = 1,
+    overrides: Mapping[str, Any] | None = None,
 ) -> None:
-    """Refuse a write that would break one of the tenant's limits (inside the write transaction)."""
-    lim, _ = effective(conn, settings, principal.tenant_id)
+    """Refuse a write that would break one of the tenant's limits (inside the write transaction).
+
+    ``overrides``: as for ``effective``."""
+    lim, _ = effective(conn, settings, principal.tenant_id, overrides)
     _value_size(lim, value)
     if lim.writes_per_minute:
         since = utcnow() - timedelta(minutes=1)

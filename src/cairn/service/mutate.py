@@ -22,7 +22,7 @@ from cairn.service import audit, indexing, state_proof
 from cairn.service.records import status
 from cairn.store.schema import lesson_tags, lesson_versions, lessons
 
-# Built once (see records._BY_ADDRESS for why); sync's apply (``sync_apply.py``) writes with them too.
+# Built once (see records.BY_ADDRESS for why); sync's apply (``sync_apply.py``) writes with them too.
 INSERT_LESSON = insert(lessons)
 INSERT_LESSON_RETURNING = insert(lessons).returning(lessons.c.id, sort_by_parameter_order=True)
 UPDATE_LESSON = update(lessons).where(lessons.c.tenant_id == bindparam("b_tenant"), lessons.c.id == bindparam("b_id"))

@@ -218,13 +218,18 @@ def reembed(conn: Connection, tenant_id: str, now: datetime) -> int:
 
 # -- the lookup ------------------------------------------------------------------------------------
 
-_STAMP = select(
-    select(tenants.c.deletion_epoch).where(tenants.c.id == bindparam("tenant")).scalar_subquery(),
+# The tenant's deletion epoch and how many tombstone vectors it holds for the model: what the cached
+# matrix is checked against. Columns of their own so a write reads them with its other look-ups
+# (``service/write_reads.py``), parameters ``tenant`` and ``model``.
+STAMP_COLUMNS = (
+    select(tenants.c.deletion_epoch).where(tenants.c.id == bindparam("tenant")).scalar_subquery().label("epoch"),
     select(func.count())
     .select_from(tombstone_vectors)
     .where(tombstone_vectors.c.tenant_id == bindparam("tenant"), tombstone_vectors.c.model == bindparam("model"))
-    .scalar_subquery(),
+    .scalar_subquery()
+    .label("tombstone_vectors"),
 )
+_STAMP = select(*STAMP_COLUMNS)
 _VECTORS = (
     select(tombstone_vectors.c.tombstone_id, tombstone_vectors.c.vector)
     .where(tombstone_vectors.c.tenant_id == bindparam("tenant"), tombstone_vectors.c.model == bindparam("model"))
@@ -235,10 +240,14 @@ _VECTORS = (
 _cache: OrderedDict[tuple[str, str, str], tuple[tuple[int, int], Any, Any]] = OrderedDict()
 
 
-def _matrix(conn: Connection, tenant_id: str, model: str) -> tuple[Any, Any] | None:
-    """The tenant's tombstone ids and their vectors as one matrix, or None when it has none."""
+def _matrix(
+    conn: Connection, tenant_id: str, model: str, stamp_row: tuple[Any, Any] | None = None
+) -> tuple[Any, Any] | None:
+    """The tenant's tombstone ids and their vectors as one matrix, or None when it has none.
+
+    ``stamp_row``: the ``STAMP_COLUMNS`` for this tenant and model, already read in this transaction."""
     params = {"tenant": tenant_id, "model": model}
-    row = conn.execute(_STAMP, params).one()
+    row = stamp_row if stamp_row is not None else conn.execute(_STAMP, params).one()
     stamp = (int(row[0] or 0), int(row[1]))
     _tenants_with_vectors[(str(conn.engine.url), tenant_id, model)] = stamp[1] > 0
     if stamp[1] == 0:
@@ -281,14 +290,15 @@ def _forgotten_text(conn: Connection, tenant_id: str, tomb: Any) -> str | None:
     ).scalar()
 
 
-def hold_for(conn: Connection, principal: Principal, text: str) -> Hold | None:
+def hold_for(conn: Connection, principal: Principal, text: str, *, stamp: tuple[Any, Any] | None = None) -> Hold | None:
     """The live tombstone of the tenant that ``text`` restates, nearest first; None when none does.
 
-    Costs one small query when the tenant has no tombstone vectors; otherwise one embedding of
-    ``text`` and a matrix product over the tenant's vectors.
+    Costs one small query when the tenant has no tombstone vectors (none when ``stamp``, the
+    ``STAMP_COLUMNS`` for the configured model, was read earlier in this transaction); otherwise one
+    embedding of ``text`` and a matrix product over the tenant's vectors.
     """
     tenant = principal.tenant_id
-    found = _matrix(conn, tenant, indexing.configured_model())
+    found = _matrix(conn, tenant, indexing.configured_model(), stamp)
     if found is None:
         return None
     import numpy as np

@@ -110,7 +110,7 @@ def _after(order: Order, position: list[Any]) -> ColumnElement[bool]:
 
 # Hot-path statements are built once: building a SQLAlchemy statement per call (and its cache
 # key) cost more than executing it, and bulk import runs these for every record.
-_BY_ADDRESS = select(lessons).where(
+BY_ADDRESS = select(lessons).where(
     lessons.c.tenant_id == bindparam("tenant"), lessons.c.scope == bindparam("scope"), lessons.c.key == bindparam("key")
 )
 _BY_ID = select(lessons).where(lessons.c.tenant_id == bindparam("tenant"), lessons.c.id == bindparam("id"))
@@ -139,7 +139,7 @@ def lesson_page(
 
 def fetch(conn: Connection, principal: Principal, scope: str, key: str) -> dict[str, Any] | None:
     params = {"tenant": principal.tenant_id, "scope": scope, "key": key}
-    row = conn.execute(_BY_ADDRESS, params).mappings().first()
+    row = conn.execute(BY_ADDRESS, params).mappings().first()
     return dict(row) if row else None
 
 

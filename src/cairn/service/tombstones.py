@@ -51,7 +51,7 @@ def _reason(reason: str | None) -> str:
     return reason
 
 
-# Built once: every write runs it (see records._BY_ADDRESS).
+# Built once: every write runs it (see records.BY_ADDRESS).
 _LIVE_MATCH = (
     select(tombstones)
     .where(
@@ -66,19 +66,34 @@ _LIVE_MATCH = (
     .order_by(tombstones.c.id)
     .limit(1)
 )
+# Whether any live tombstone matches, as a column a write reads with its other look-ups
+# (``service/write_reads.py``): the id of ``_LIVE_MATCH``'s row, NULL when there is none.
+LIVE_MATCH_ID = _LIVE_MATCH.with_only_columns(tombstones.c.id).scalar_subquery().label("tombstone")
 
 
 def check_tombstones(
-    conn: Connection, principal: Principal, value: str, scope: str, key: str, *, chash: str | None = None
+    conn: Connection,
+    principal: Principal,
+    value: str,
+    scope: str,
+    key: str,
+    *,
+    chash: str | None = None,
+    identity: str | None = None,
+    matched: bool = True,
 ) -> None:
     """Refuse content (or an address) that matches a live tombstone of the tenant.
 
     Content matches by either hash: ``content_hash`` (what every tombstone records) or
     ``content_identity`` (look-alikes folded; NULL on tombstones whose text was gone when it was
-    computed). ``chash`` saves recomputing a hash the caller already holds.
+    computed). ``chash`` and ``identity`` save recomputing hashes the caller already holds;
+    ``matched=False`` says ``LIVE_MATCH_ID`` read in this transaction with the same parameters found
+    no match, so there is nothing to refuse and nothing to read.
     """
+    if not matched:
+        return
     chash = chash or content_hash(value)
-    identity = content_identity(value)
+    identity = identity or content_identity(value)
     params = {"tenant": principal.tenant_id, "hash": chash, "identity": identity, "scope": scope, "key": key}
     hit = conn.execute(_LIVE_MATCH, params).mappings().first()
     if hit is None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 BUSY_TIMEOUT_MS = 30_000
 MAX_LOCK_RETRIES = 8
+WAL_CHECKPOINT_PAGES = 4000
 PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 # Lock 0 of the namespace is the schema's (migrations); tenants hash into the rest.
 _SCHEMA_LOCK = f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, 0)"
@@ -130,6 +131,11 @@ class Store:
                 cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 cur.execute("PRAGMA journal_mode = WAL")
                 cur.execute("PRAGMA synchronous = NORMAL")
+                # Checkpoint every ~16 MB of log instead of SQLite's ~4 MB: a write touches a few
+                # dozen pages, mostly the same index pages as the writes before it, so a longer log
+                # copies each page once for more commits and fsyncs a quarter as often. Durability
+                # is the same (a commit is in the log either way).
+                cur.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
                 cur.execute("PRAGMA foreign_keys = ON")
                 cur.execute("PRAGMA secure_delete = ON")  # purge is hard erasure: zero freed content
                 cur.close()

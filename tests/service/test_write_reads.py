@@ -1,0 +1,85 @@
+"""A write's tenant look-ups read at once (``service/write_reads.py``) answer exactly what each
+check reads for itself: the live tombstone match, the limit overrides and the paraphrase stamp, on
+both databases, for matches by hash, identity and address, lifted tombstones and other tenants."""
+
+from __future__ import annotations
+
+from cairn.core.content import content_hash, content_identity
+from cairn.core.principal import Principal
+from cairn.service import indexing, limits, paraphrase, tombstones, write_reads
+from cairn.service.api import Cairn
+from cairn.store.engine import Store
+from tests.conftest import human
+from tests.contract import refused
+
+SCOPE = "repo::acme/widget"
+OTHER = "repo::acme/other"
+
+
+def _separate(svc: Cairn, me: Principal, scope: str, key: str, value: str) -> tuple[object, object, object]:
+    """What the three checks read on their own, in one read transaction."""
+
+    def ask(conn):  # type: ignore[no-untyped-def]
+        params = {
+            "tenant": me.tenant_id,
+            "hash": content_hash(value),
+            "identity": content_identity(value),
+            "scope": scope,
+            "key": key,
+        }
+        hit = conn.execute(tombstones._LIVE_MATCH, params).mappings().first()
+        lim, _ = limits.effective(conn, svc.settings, me.tenant_id)
+        stamp = tuple(
+            conn.execute(paraphrase._STAMP, {"tenant": me.tenant_id, "model": indexing.configured_model()}).one()
+        )
+        return (hit["id"] if hit else None), lim, stamp
+
+    return svc.store.run(ask, write=False, tenant=me.tenant_id)
+
+
+def _together(svc: Cairn, me: Principal, scope: str, key: str, value: str) -> tuple[object, object, object]:
+    def ask(conn):  # type: ignore[no-untyped-def]
+        row = write_reads.read(conn, me, scope, key, content_hash(value), content_identity(value))
+        lim, _ = limits.effective(conn, svc.settings, me.tenant_id, row)
+        return row["tombstone"], lim, tuple(write_reads.stamp(row))
+
+    return svc.store.run(ask, write=False, tenant=me.tenant_id)
+
+
+def test_the_combined_read_answers_as_each_check_reads(svc: Cairn, me: Principal, store: Store) -> None:
+    svc.write(me, SCOPE, "forgotten", "The staging key lives in Vault at ops/staging.")
+    svc.write(me, SCOPE, "lifted", "Deploys go out on Tuesdays only.")
+    svc.write(me, SCOPE, "kept", "Run the linter before pushing.")
+    boss = human(me)
+    svc.forget(boss, SCOPE, "forgotten", "moved")
+    lifted = svc.forget(boss, SCOPE, "lifted", "wrong")
+    svc.unforget(boss, lifted["tombstone_id"], "it was right after all")
+    cases = [
+        (SCOPE, "forgotten", "Anything else at the forgotten address."),  # address match
+        (OTHER, "elsewhere", "the staging key lives in vault at ops/staging"),  # content, another scope
+        (OTHER, "look-alike", "The staging kеy lives in Vault at ops/staging."),  # identity (Cyrillic e)
+        (SCOPE, "lifted", "Deploys go out on Tuesdays only."),  # lifted: no match
+        (SCOPE, "new", "Something nobody forgot."),  # no match
+    ]
+    expected = [True, True, True, False, False]
+    for (scope, key, value), match in zip(cases, expected, strict=True):
+        alone, together = _separate(svc, me, scope, key, value), _together(svc, me, scope, key, value)
+        assert together == alone
+        assert (together[0] is not None) is match, (scope, key, value)
+    # And the writes: refused where a tombstone matched, written where none did.
+    for (scope, key, value), match in zip(cases, expected, strict=True):
+        if match:
+            refused("TOMBSTONED", svc.write, me, scope, key, value)
+        else:
+            assert svc.write(me, scope, key, value)["action"] in ("created", "updated", "recurred")
+
+
+def test_limit_overrides_read_together_are_the_tenants_own(svc: Cairn, me: Principal, store: Store) -> None:
+    before = _together(svc, me, SCOPE, "k", "v")
+    assert before == _separate(svc, me, SCOPE, "k", "v")
+    svc.limits_set(me, me.tenant_id, max_value_bytes=64, writes_per_minute=1000)
+    after = _together(svc, me, SCOPE, "k", "v")
+    assert after == _separate(svc, me, SCOPE, "k", "v")
+    assert (after[1].max_value_bytes, after[1].writes_per_minute) == (64, 1000)
+    refused("LIMIT", svc.write, me, SCOPE, "long", "x" * 65)
+    assert svc.write(me, SCOPE, "short", "A short lesson.")["action"] == "created"

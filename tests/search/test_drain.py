@@ -289,7 +289,6 @@ def test_a_search_embeds_a_slice_and_answers_from_what_is_embedded(svc: Cairn, m
     """No read waits for the queue: a search embeds at most a slice, finds the rest by its words, and
     says how many still wait; recall says so too."""
     monkeypatch.setattr(embedding_service, "SEARCH_SLICE", 2)
-    monkeypatch.setattr("cairn.service.search.SEARCH_SLICE", 2)
     model = RacingEmbedder()
     use_model(monkeypatch, model)
     load(svc, LESSONS)
@@ -350,3 +349,61 @@ def test_a_drain_killed_midway_keeps_what_it_wrote_and_the_rest_queued(svc: Cair
     assert svc.drain_embeddings(ME) == len(waiting)
     assert queue(svc) == []
     assert_every_vector_current(svc, everything)
+
+
+def test_an_import_is_embedded_while_it_writes(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``drain_alongside``: the model starts on the import's first committed batch, before the import
+    ends, and leaving the block leaves every imported lesson with its vector and nothing queued."""
+    import cairn.service.transfer as transfer
+
+    monkeypatch.setattr(transfer, "BATCH", 2)
+    monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 2)
+    monkeypatch.setattr(embedding_service, "FOLLOW_EVERY", 0.01)
+    model = SlowEmbedder()
+    model.go.set()
+    use_model(monkeypatch, model)
+    writes: list[int] = []
+
+    def written(done: int, total: int) -> None:  # the import's progress, after each committed batch
+        writes.append(done)
+        if done == total:  # the import's last batch waits until the model has run beside it
+            assert model.running.wait(10), "nothing was embedded while the import wrote"
+
+    seen: list[tuple[int, int]] = []
+    with svc.drain_alongside(ME, progress=lambda d, t: seen.append((d, t))) as drained:
+        load_with_progress(svc, LESSONS, written)
+    assert writes == [2, 4, 6, 7]
+    assert drained["embedded"] == len(LESSONS)
+    assert seen[-1] == (len(LESSONS), len(LESSONS))
+    assert queue(svc) == []
+    assert_every_vector_current(svc, set(LESSONS))
+
+
+def test_an_import_that_fails_stops_its_drain_and_keeps_the_queue(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in the import ends the drain beside it after the batches already in hand: those are
+    written whole, the rest stays queued, and no drain thread is left running."""
+    monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 2)
+    monkeypatch.setattr(embedding_service, "FOLLOW_EVERY", 0.01)
+    model = SlowEmbedder()  # held: the drain is inside the model when the import fails
+    use_model(monkeypatch, model)
+    with pytest.raises(KeyboardInterrupt), svc.drain_alongside(ME):
+        load(svc, LESSONS)
+        assert model.running.wait(10)
+        raise KeyboardInterrupt
+    model.go.set()
+    for thread in threading.enumerate():
+        if thread.name == "cairn-drain":
+            thread.join(10)
+            assert not thread.is_alive()
+    held = set(stored(svc))
+    waiting = {sql(svc, "SELECT key FROM lessons WHERE id = :i", i=i)[0][0] for i in queue(svc)}
+    assert 2 <= len(held) <= 4  # the batch in the model, and the one read ahead of it
+    assert held | waiting == set(LESSONS) and not held & waiting
+    assert_every_vector_current(svc, held)
+
+
+def load_with_progress(svc: Cairn, lessons: dict[str, str], progress: Callable[[int, int], None]) -> None:
+    import json
+
+    records = [json.dumps({"scope": "global", "key": k, "value": v}) for k, v in lessons.items()]
+    assert not svc.import_lines(ME, records, progress=progress)["refused"]

@@ -327,11 +327,23 @@ def import_(
             raise CairnError("INVALID_INPUT", f"cannot read {file}: {exc.strerror}") from None
         except UnicodeDecodeError:
             raise CairnError("INVALID_INPUT", f"{file} is not UTF-8 text") from None
-    with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="writing lessons") as tick:
-        result = service.import_lines(p, lines, restore=restore, progress=tick)
+    bars = not S.g.json and sys.stderr.isatty()
+    if no_embed or _remote_url() is not None:
+        with render.progress(enabled=bars, label="writing lessons") as tick:
+            result = service.import_lines(p, lines, restore=restore, progress=tick)
+    else:
+        # The embedding starts with the first committed batch and runs beside the writing (two bars).
+        with render.progress_bars(bars, ["writing lessons", "searchable by meaning"]) as (writing, embedding):
+            try:
+                with service.drain_alongside(p, progress=embedding) as drained:
+                    result = service.import_lines(p, lines, restore=restore, progress=writing)
+            except KeyboardInterrupt:
+                S.out.note(render.still_queued(service.pending_embeddings(p), _who_embeds()))
+                raise
+        result["embedded"] = drained["embedded"]
     if result["refused"]:
         S.out.note(f"{len(result['refused'])} record(s) refused; see --json for each reason")
-    S.out.ok(result, render.import_result(result) + _embed_imported(service, p, result, no_embed))
+    S.out.ok(result, render.import_result(result) + _embed_imported(service, p, result, no_embed=True))
 
 
 def _embed_imported(service: Cairn, p: Principal, result: dict[str, Any], no_embed: bool) -> str:
@@ -344,7 +356,7 @@ def _embed_imported(service: Cairn, p: Principal, result: dict[str, Any], no_emb
     """
     if _remote_url() is not None:
         return ""
-    if not no_embed:
+    if not no_embed and "embedded" not in result:
         with render.progress(enabled=not S.g.json and sys.stderr.isatty(), label="searchable by meaning") as tick:
             try:
                 result["embedded"] = service.drain_embeddings(p, progress=tick)

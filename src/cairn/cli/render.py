@@ -271,16 +271,31 @@ def still_queued(pending: int, who: str) -> str:
 
 @contextmanager
 def progress(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on a terminal; nothing when piped or in JSON mode."""
+    """A progress bar on a terminal ("label: N of M"); nothing when piped or in JSON mode."""
+    with progress_bars(enabled, [label]) as ticks:
+        yield ticks[0]
+
+
+@contextmanager
+def progress_bars(enabled: bool, labels: list[str]) -> Iterator[list[Callable[[int, int], None] | None]]:
+    """One bar per label on a terminal, shown together (work that runs side by side, such as an import's
+    writing and its embedding); nothing when piped or in JSON mode."""
     if not enabled:
-        yield None
+        yield [None for _ in labels]
         return
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeRemainingColumn(), transient=True) as bar:
-        task = bar.add_task(label, total=None)
+    # On stderr: stdout carries the result (and may be piped while a person watches the terminal).
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
 
-        def tick(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total, description=f"{label}: {done:,} of {total:,}")
+        def ticker(label: str) -> Callable[[int, int], None]:
+            task = bar.add_task(label, total=None)
 
-        yield tick
+            def tick(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total, description=f"{label}: {done:,} of {total:,}")
+
+            return tick
+
+        yield [ticker(label) for label in labels]

@@ -341,6 +341,7 @@ class Cairn:
     recall = _Op("search", "recall")
     drain_embeddings = _Op("embeddings", "drain_embeddings")
     pending_embeddings = _Op("embeddings", "pending_embeddings")
+    drain_alongside = _Op("embeddings", "drain_alongside")
     reindex = _Op("embeddings", "reindex")
 
     # -- the store -----------------------------------------------------------------------------

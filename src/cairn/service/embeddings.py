@@ -18,8 +18,9 @@ behind that cursor (edited while embedded) is picked up by one more pass from th
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,13 +55,22 @@ class Embeddings:
     _running: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def drain_embeddings(
-        self, principal: Principal, progress: Progress | None = None, *, limit: int | None = None, wait: bool = True
+        self,
+        principal: Principal,
+        progress: Progress | None = None,
+        *,
+        limit: int | None = None,
+        wait: bool = True,
+        filling: threading.Event | None = None,
+        stop: threading.Event | None = None,
     ) -> int:
         """Embed the tenant's queued lessons; returns how many vectors were written.
 
         ``limit``: handle at most that many queued lessons (a search's slice). ``wait``: when another
         drain of this service is running, follow it (progress from the queue's length) until the queue
-        is empty, instead of returning 0 at once.
+        is empty, instead of returning 0 at once. ``filling``: the queue is still being filled (an
+        import writing alongside, ``drain_alongside``); an empty queue ends the drain only once it is
+        set. ``stop``: end after the batch being written.
         """
 
         def probe(c: Connection) -> tuple[str | None, int]:
@@ -73,33 +83,72 @@ class Embeddings:
         if state != indexing.configured_model():
             write_tx(self.store, principal, lambda c, acting: _follow_model(c, acting.tenant_id))
             state, pending = read_tx(self.store, principal, probe)
-        if not pending:
+        if not pending and filling is None:
             return 0
+        go = _Run(limit, filling, stop or threading.Event())
         if not self._running.acquire(blocking=False):
-            return self._follow(principal, pending, progress, limit) if wait else 0
+            return self._follow(principal, pending, progress, go) if wait else 0
         try:
-            return self._drain(principal, pending, progress, limit)
+            return self._drain(principal, pending, progress, go)
         finally:
             self._running.release()
+
+    def drain_slice(self, principal: Principal) -> int:
+        """What a search or recall embeds before it answers: at most ``SEARCH_SLICE`` queued lessons, and
+        none while another drain of this process (the daemon's background round) is at work."""
+        return self.drain_embeddings(principal, limit=SEARCH_SLICE, wait=False)
+
+    @contextmanager
+    def drain_alongside(self, principal: Principal, progress: Progress | None = None) -> Iterator[dict[str, int]]:
+        """Embed what a bulk write (an import) queues while it writes: a thread drains the queue as the
+        write's transactions commit; leaving the block drains the rest and sets ``["embedded"]``.
+
+        The write is one Python thread, so it leaves a core idle that the model's runs (which release the
+        GIL) can use; the store is searchable by meaning sooner than writing first and embedding after.
+        An exception in the block (Ctrl-C) ends the drain after the batch it is writing.
+        """
+        filling, stop = threading.Event(), threading.Event()
+        out: dict[str, int] = {}
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                out["embedded"] = self.drain_embeddings(principal, progress, filling=filling, stop=stop)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+                failed.append(exc)
+
+        worker = threading.Thread(target=run, name="cairn-drain", daemon=True)
+        worker.start()
+        try:
+            yield out
+            filling.set()
+            worker.join()
+        except BaseException:
+            stop.set()
+            filling.set()
+            raise
+        if failed:
+            raise failed[0]
 
     def pending_embeddings(self, principal: Principal) -> int:
         """How many of the lessons the caller may see wait for their vector."""
         return read_tx(self.store, principal, lambda c: pending_embeddings(c, principal))
 
-    def _follow(self, principal: Principal, total: int, progress: Progress | None, limit: int | None) -> int:
+    def _follow(self, principal: Principal, total: int, progress: Progress | None, go: _Run) -> int:
         """Another drain of this service runs: report the queue shrinking until it is empty, and drain
         what is left if that drain stops first. Returns how many left the queue meanwhile."""
         while not self._running.acquire(timeout=FOLLOW_EVERY):
             left = read_tx(self.store, principal, lambda c: _pending(c, principal.tenant_id))
+            total = max(total, left)
             if progress:
                 progress(max(total - left, 0), total)
-            if not left:
-                return total
+            if (not left and go.filled()) or go.stop.is_set():
+                return max(total - left, 0)
         try:
             left = read_tx(self.store, principal, lambda c: _pending(c, principal.tenant_id))
             gone = max(total - left, 0)
-            if left:
-                return gone + self._drain(principal, left, progress, limit, offset=gone, total=total)
+            if left or not go.filled():
+                return gone + self._drain(principal, left, progress, go, offset=gone, total=total)
             if progress:
                 progress(gone, total)
             return gone
@@ -111,7 +160,7 @@ class Embeddings:
         principal: Principal,
         pending: int,
         progress: Progress | None,
-        limit: int | None,
+        go: _Run,
         offset: int = 0,
         total: int | None = None,
     ) -> int:
@@ -127,19 +176,29 @@ class Embeddings:
 
         def read(after: int | None) -> list[dict[str, Any]]:
             nonlocal taken
-            n = DRAIN_BATCH if limit is None else min(DRAIN_BATCH, limit - taken)
-            if n <= 0:
+            n = DRAIN_BATCH if go.limit is None else min(DRAIN_BATCH, go.limit - taken)
+            if n <= 0 or go.stop.is_set():
                 return []
             batch = read_tx(self.store, principal, lambda c: _queued(c, tenant, n, after))
             taken += len(batch)
             return batch
+
+        def from_start() -> list[dict[str, Any]]:
+            """Lessons re-queued behind the cursor (edited while embedded) or queued meanwhile with a
+            lower key; while the queue is still being filled, waits for more."""
+            while True:
+                filled = go.filled()
+                batch = read(None)
+                if batch or filled or go.stop.is_set():
+                    return batch
+                go.wait()
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-embed") as pool:
 
             def submit(batch: list[dict[str, Any]]) -> Future[Any] | None:
                 return pool.submit(_embed_batch, embedder, batch) if batch else None
 
-            batch = read(None)
+            batch = from_start()
             job = submit(batch)
             while batch and job is not None:
                 # Read the next batch (still queued: nothing of this one is deleted yet) before waiting
@@ -156,12 +215,12 @@ class Embeddings:
                 stored, requeued = write_tx(self.store, principal, write)
                 written += stored
                 handled += len(batch) - requeued
+                if not go.filled():  # the import goes on adding: the total is what is known so far
+                    total = max(total, handled + read_tx(self.store, principal, lambda c: _pending(c, tenant)))
                 if progress:
                     progress(handled, max(total, handled))
-                if not following:
-                    # Past the cursor's end: lessons re-queued behind it (edited while embedded) or
-                    # queued meanwhile with a lower key; read only now that this batch is written.
-                    following = read(None)
+                if not following:  # past the cursor's end; read from the start only now this batch is written
+                    following = from_start()
                     job = submit(following)
                 batch = following
         return written
@@ -207,6 +266,23 @@ class Embeddings:
             "model": embedder.name,
             "dim": embedder.dim,
         }
+
+
+@dataclass
+class _Run:
+    """How one drain runs: at most ``limit`` lessons; while ``filling`` is not set, an empty queue means
+    "wait for more"; ``stop`` ends it after the batch it is writing."""
+
+    limit: int | None
+    filling: threading.Event | None
+    stop: threading.Event
+
+    def filled(self) -> bool:
+        return self.filling is None or self.filling.is_set()
+
+    def wait(self) -> None:
+        if self.filling is not None:
+            self.filling.wait(FOLLOW_EVERY)
 
 
 def _follow_model(conn: Connection, tenant_id: str) -> None:

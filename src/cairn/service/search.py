@@ -47,7 +47,7 @@ from cairn.core.scope import ladder, validate_scope
 from cairn.core.timeparse import utcnow
 from cairn.errors import CairnError
 from cairn.search import ranker
-from cairn.service.embeddings import SEARCH_SLICE, Embeddings, pending_embeddings
+from cairn.service.embeddings import Embeddings, pending_embeddings
 from cairn.service.records import active_clause, public
 from cairn.service.search_arms import ARM_DEPTH, DF_CAP, fts_query, vector_arm
 from cairn.service.tx import read_tx
@@ -236,9 +236,8 @@ class Search:
         qvec: list[bytes] | None = None
         model_name = None
         if use_vec:
-            # A slice, and none while another drain of this process (the daemon's) is at work.
             try:
-                self.embeddings.drain_embeddings(principal, limit=SEARCH_SLICE, wait=False)
+                self.embeddings.drain_slice(principal)
             except CairnError as exc:
                 if exc.code != "SETUP":
                     raise

@@ -72,9 +72,12 @@ def float32(minilm: E.Embedder) -> E.Embedder:
 
 def test_integer_model_close_to_float32(minilm: E.Embedder, float32: E.Embedder) -> None:
     texts = LESSONS + ["x", "Traceback (most recent call last):\n  File \"app.py\", line 3\nKeyError: 'id'"]
+    texts += [" ".join(LESSONS[: 1 + i % 4]) * (1 + i % 3) + f" {i}" for i in range(20)]
     a, b = minilm.embed(texts), float32.embed(texts)
     cos = (a * b).sum(axis=1)
     assert cos.min() > 0.98, cos
+    # The graph's own rewrites (shared quantization, fused GELU) keep it as close as the first version was.
+    assert cos.mean() > 0.997, cos.mean()
     assert not np.array_equal(a, b)  # really another computation (another vector space, another name)
 
 

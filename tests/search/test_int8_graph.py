@@ -23,8 +23,8 @@ def test_rewrite_is_deterministic(source: bytes) -> None:
     assert a == b
     # Pinned: the cached graph is named for the source and GRAPH_VERSION only, so a change in what the
     # rewrite writes must bump GRAPH_VERSION (and this hash) or old caches would be read as new.
-    assert hashlib.sha256(a).hexdigest() == "b3f1c537be457cd5a1bd2f9a801b6a8b115cbfcdfcf850860e509943a904bc0e"
-    assert E.GRAPH_VERSION == 1
+    assert hashlib.sha256(a).hexdigest() == "d2351781f60ec8d605934926fc46f38ab50999e72565e331b9fda19423000efa"
+    assert E.GRAPH_VERSION == 2
 
 
 def test_rewrite_runs_and_keeps_the_weights(source: bytes) -> None:
@@ -38,6 +38,11 @@ def test_rewrite_runs_and_keeps_the_weights(source: bytes) -> None:
     assert np.all(cos > 0.98)
     # Every weight MatMul became integer; the float dequantization in front of them is gone.
     assert graph.count(b"MatMulInteger") == 36
+    # Quantized once per tensor: the query, key and value projections of a layer share one (6 layers x 4).
+    assert graph.count(b"QuantizeLinear") == 24
+    # The export's GELU is one onnxruntime Gelu per layer; the NaN guard after each Softmax is gone.
+    assert (graph.count(b"Gelu"), graph.count(b"Erf"), graph.count(b"IsNaN")) == (6, 0, 0)
+    assert source.count(b"Erf") > 0 and source.count(b"IsNaN") > 0
     assert len(graph) - len(source) < 100_000  # the int8 weights are reused, not copied or widened
 
 

@@ -6,9 +6,14 @@ dequantization into a float32 constant when it loads the file, so the model runs
 :func:`token_int8` rewrites each such ``MatMul`` to multiply the *same* int8 weights by int8 activations:
 
 * every row of the activation (one token's hidden vector) gets its own scale, ``max|x| / 127``, and is
-  rounded to ``x / scale + 128`` as uint8 (zero point 128, so onnxruntime's u8×s8 kernels apply);
+  rounded to ``x / scale + 128`` as uint8 (zero point 128, so onnxruntime's u8×s8 kernels apply), once
+  per tensor: the query, key and value projections share their input's quantization;
 * ``MatMulInteger`` multiplies it by the int8 weights exactly, in int32;
 * the result is scaled back by the row's scale and the column's weight scale.
+
+Two more rewrites remove work onnxruntime does not: the export's GELU (``Div``, ``Erf``, ``Add``, two
+``Mul``) becomes onnxruntime's ``Gelu`` (``com.microsoft``), and the NaN guard after each attention
+``Softmax`` (``IsNaN`` + ``Where``), which cannot fire, is dropped.
 
 Per-token scales (rather than onnxruntime's ``DynamicQuantizeLinear``, one scale for a whole batch) are
 what keep a text's vector independent of the batch it is embedded in: every token row is quantized on its
@@ -32,13 +37,17 @@ class GraphRewriteError(ValueError):
 
 
 # ONNX protobuf field numbers (onnx/onnx.proto3); only these are read or written.
-_MODEL_GRAPH = 7
+_MODEL_GRAPH, _MODEL_OPSET_IMPORT = 7, 8
+_OPSET_DOMAIN, _OPSET_VERSION = 1, 2
 _GRAPH_NODE, _GRAPH_INITIALIZER = 1, 5
-_NODE_INPUT, _NODE_OUTPUT, _NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE = 1, 2, 3, 4, 5
+_NODE_INPUT, _NODE_OUTPUT, _NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 3, 4, 5, 7
 _ATTR_NAME, _ATTR_I, _ATTR_INTS, _ATTR_TYPE = 1, 3, 8, 20
 _ATTR_TYPE_INT, _ATTR_TYPE_INTS = 2, 7
-_TENSOR_DATA_TYPE, _TENSOR_NAME, _TENSOR_RAW_DATA = 2, 8, 9
-_FLOAT, _UINT8, _INT8 = 1, 2, 3  # TensorProto.DataType
+_TENSOR_DIMS, _TENSOR_DATA_TYPE, _TENSOR_FLOAT_DATA, _TENSOR_NAME, _TENSOR_RAW_DATA = 1, 2, 4, 8, 9
+_FLOAT, _UINT8, _INT8, _INT64 = 1, 2, 3, 7  # TensorProto.DataType
+
+#: onnxruntime's own operators (``Gelu``), version 1.
+_MS_DOMAIN = "com.microsoft"
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
@@ -137,6 +146,7 @@ class _Node:
     raw: bytes | memoryview = b""  # the NodeProto payload, when parsed from the model
     attrs: list[bytes] = field(default_factory=list)  # encoded AttributeProtos, for new nodes
     name: str = ""
+    domain: str = ""
 
     def encode(self) -> bytes:
         if self.raw:
@@ -145,6 +155,8 @@ class _Node:
         body += b"".join(_len_field(_NODE_OUTPUT, o.encode()) for o in self.outputs)
         body += _len_field(_NODE_NAME, self.name.encode()) + _len_field(_NODE_OP_TYPE, self.op_type.encode())
         body += b"".join(_len_field(_NODE_ATTRIBUTE, a) for a in self.attrs)
+        if self.domain:
+            body += _len_field(_NODE_DOMAIN, self.domain.encode())
         return body
 
 
@@ -171,62 +183,155 @@ def _attr_ints(name: str, values: list[int]) -> bytes:
     return body + _int_field(_ATTR_TYPE, _ATTR_TYPE_INTS)
 
 
-def _scalar(name: str, data_type: int, raw: bytes) -> bytes:
-    """A rank-0 TensorProto (no dims) holding ``raw``."""
+def _scalar(name: str, data_type: int, raw: bytes, dims: tuple[int, ...] = ()) -> bytes:
+    """A TensorProto holding ``raw``: rank 0 unless ``dims`` are given."""
     return (
-        _int_field(_TENSOR_DATA_TYPE, data_type)
+        b"".join(_int_field(_TENSOR_DIMS, d) for d in dims)
+        + _int_field(_TENSOR_DATA_TYPE, data_type)
         + _len_field(_TENSOR_NAME, name.encode())
         + _len_field(_TENSOR_RAW_DATA, raw)
     )
 
 
-def _tensor_header(payload: memoryview) -> tuple[str, int]:
-    """(name, data_type) of a TensorProto, its (large) data skipped."""
-    name, data_type = "", 0
+def _tensor_header(payload: memoryview) -> tuple[str, int, float | None]:
+    """(name, data_type, value) of a TensorProto: value only for a tensor of one float, else None."""
+    name, data_type, data = "", 0, b""
     for f in _fields(payload):
         if f.number == _TENSOR_NAME:
             name = _text(f)
         elif f.number == _TENSOR_DATA_TYPE and isinstance(f.value, int):
             data_type = f.value
-    return name, data_type
+        elif f.number in (_TENSOR_RAW_DATA, _TENSOR_FLOAT_DATA) and isinstance(f.value, memoryview):
+            data = bytes(f.value) if len(f.value) == 4 else b""  # raw bytes, packed floats or one fixed32
+    value = struct.unpack("<f", data)[0] if data_type == _FLOAT and len(data) == 4 else None
+    return name, data_type, value
 
 
 # ------------------------------------------------------------------------------------------ the rewrite
 
 _EPS = _PREFIX + "eps"
 _QMAX = _PREFIX + "127"
-_SHIFT = _PREFIX + "128f"
 _ZERO_POINT = _PREFIX + "zp128"
+_FLAT = _PREFIX + "flat"
 _CONSTANTS = [
     # A row of zeros (a padded position's hidden state is not zero, but keep the division defined).
     _scalar(_EPS, _FLOAT, struct.pack("<f", 1e-12)),
     _scalar(_QMAX, _FLOAT, struct.pack("<f", 127.0)),
-    _scalar(_SHIFT, _FLOAT, struct.pack("<f", 128.0)),
     _scalar(_ZERO_POINT, _UINT8, bytes([128])),
+    _scalar(_FLAT, _INT64, struct.pack("<q", -1), dims=(1,)),  # Reshape to one dimension
 ]
 
 
-def _quantized_matmul(x: str, weight_q: str, weight_scale: str, y: str, n: int) -> list[_Node]:
-    """``y = x @ (weight_q * weight_scale)`` with x quantized per row (see the module docstring)."""
-    p = f"{_PREFIX}{n}/"
+def _node(op: str, inputs: list[str], out: str, *attrs: bytes) -> _Node:
+    return _Node(op, inputs, [out], attrs=list(attrs), name=out)
 
-    def node(op: str, inputs: list[str], out: str, *attrs: bytes) -> _Node:
-        return _Node(op, inputs, [out], attrs=list(attrs), name=out)
 
-    return [
-        node("Abs", [x], p + "abs"),
-        node("ReduceMax", [p + "abs"], p + "amax", _attr_ints("axes", [-1]), _attr_int("keepdims", 1)),
-        node("Max", [p + "amax", _EPS], p + "amax_eps"),
-        node("Div", [p + "amax_eps", _QMAX], p + "scale"),
-        node("Div", [x, p + "scale"], p + "x_scaled"),
-        node("Round", [p + "x_scaled"], p + "x_round"),  # half to even, in [-127, 127]
-        node("Add", [p + "x_round", _SHIFT], p + "x_shift"),  # [1, 255]: exact in float, exact as uint8
-        node("Cast", [p + "x_shift"], p + "x_q", _attr_int("to", _UINT8)),
-        node("MatMulInteger", [p + "x_q", weight_q, _ZERO_POINT], p + "acc"),
-        node("Cast", [p + "acc"], p + "acc_f", _attr_int("to", _FLOAT)),
-        node("Mul", [p + "acc_f", p + "scale"], p + "row_scaled"),
-        node("Mul", [p + "row_scaled", weight_scale], y),
+def _quantize_rows(x: str, n: int) -> tuple[list[_Node], str, str]:
+    """Nodes quantizing ``x`` per row (see the module docstring), and the names of the uint8 rows and of
+    their scales. Done once per tensor: the query, key and value projections read the same hidden state."""
+    p = f"{_PREFIX}q{n}/"
+    nodes = [
+        _node("Abs", [x], p + "abs"),
+        _node("ReduceMax", [p + "abs"], p + "amax", _attr_ints("axes", [-1]), _attr_int("keepdims", 1)),
+        _node("Max", [p + "amax", _EPS], p + "amax_eps"),
+        _node("Div", [p + "amax_eps", _QMAX], p + "scale"),
+        # x / scale rounded half to even, + 128, as uint8 ([1, 255]), in one QuantizeLinear: per axis 0 of
+        # the rows laid flat (one scale and one zero point per row), then back to x's shape.
+        _node("Shape", [x], p + "x_shape"),
+        _node("Flatten", [x], p + "rows", _attr_int("axis", -1)),
+        _node("Reshape", [p + "scale", _FLAT], p + "row_scale"),
+        _node("Shape", [p + "row_scale"], p + "n_rows"),
+        _node("Expand", [_ZERO_POINT, p + "n_rows"], p + "row_zero_point"),
+        _node(
+            "QuantizeLinear", [p + "rows", p + "row_scale", p + "row_zero_point"], p + "rows_q", _attr_int("axis", 0)
+        ),
+        _node("Reshape", [p + "rows_q", p + "x_shape"], p + "x_q"),
     ]
+    return nodes, p + "x_q", p + "scale"
+
+
+def _integer_matmul(x_q: str, scale: str, weight_q: str, weight_scale: str, y: str, n: int) -> list[_Node]:
+    """``y = x @ (weight_q * weight_scale)`` from the rows of x quantized by :func:`_quantize_rows`."""
+    p = f"{_PREFIX}{n}/"
+    return [
+        _node("MatMulInteger", [x_q, weight_q, _ZERO_POINT], p + "acc"),
+        _node("Cast", [p + "acc"], p + "acc_f", _attr_int("to", _FLOAT)),
+        _node("Mul", [p + "acc_f", scale], p + "row_scaled"),
+        _node("Mul", [p + "row_scaled", weight_scale], y),
+    ]
+
+
+def _drop_nan_guards(
+    nodes: list[_Node],
+    producer: dict[str, int],
+    uses: dict[str, int],
+    replaced: dict[int, list[_Node]],
+    dropped: set[int],
+) -> None:
+    """``Where(IsNaN(p), c, p)`` after each attention ``Softmax`` becomes ``Identity(p)`` (which onnxruntime
+    removes). The export guards rows whose keys are all masked, but its mask adds the float minimum, not
+    ``-inf``, so a softmax of finite scores is never NaN: the guard is two passes over every attention
+    score that change nothing."""
+    for i, nd in enumerate(nodes):
+        if nd.op_type != "Where" or len(nd.inputs) != 3 or len(nd.outputs) != 1:
+            continue
+        n = producer.get(nd.inputs[0])
+        isnan = nodes[n] if n is not None else None
+        if isnan is None or isnan.op_type != "IsNaN" or isnan.inputs != [nd.inputs[2]] or uses.get(nd.inputs[0]) != 1:
+            continue
+        s = producer.get(nd.inputs[2])
+        if s is None or nodes[s].op_type != "Softmax":
+            continue
+        assert n is not None
+        replaced[i] = [_Node("Identity", [nd.inputs[2]], [nd.outputs[0]], name=_PREFIX + nd.outputs[0])]
+        dropped.add(n)
+
+
+def _fuse_gelu(
+    nodes: list[_Node],
+    producer: dict[str, int],
+    uses: dict[str, int],
+    values: dict[str, float | None],
+    replaced: dict[int, list[_Node]],
+    dropped: set[int],
+) -> None:
+    """``x * (0.5 * (1 + Erf(x / sqrt 2)))``, five nodes as exported, becomes onnxruntime's ``Gelu``
+    (which its optimizer then joins with the bias ``Add`` in front): onnxruntime's own fusion does not
+    recognise the export's order of the two ``Mul``s."""
+
+    def const(name: str, expected: float) -> bool:
+        value = values.get(name)
+        return value is not None and abs(value - expected) <= 1e-6 * abs(expected)
+
+    def single(name: str) -> _Node | None:
+        k = producer.get(name)
+        return nodes[k] if k is not None and uses.get(name) == 1 else None
+
+    for i, last in enumerate(nodes):
+        if last.op_type != "Mul" or len(last.inputs) != 2 or len(last.outputs) != 1:
+            continue
+        for x, half_out in (last.inputs, last.inputs[::-1]):
+            half = single(half_out)
+            if half is None or half.op_type != "Mul" or len(half.inputs) != 2:
+                continue
+            half_const, one_out = (half.inputs[0], half.inputs[1])
+            if not const(half_const, 0.5):
+                one_out, half_const = half_const, one_out
+            plus_one = single(one_out)
+            if not const(half_const, 0.5) or plus_one is None or plus_one.op_type != "Add":
+                continue
+            erf_out, one = plus_one.inputs if len(plus_one.inputs) == 2 else ("", "")
+            if not const(one, 1.0):
+                one, erf_out = erf_out, one
+            erf = single(erf_out)
+            if not const(one, 1.0) or erf is None or erf.op_type != "Erf":
+                continue
+            div = single(erf.inputs[0])
+            if div is None or div.op_type != "Div" or div.inputs[0] != x or not const(div.inputs[1], 2**0.5):
+                continue
+            replaced[i] = [_Node("Gelu", [x], list(last.outputs), name=_PREFIX + last.outputs[0], domain=_MS_DOMAIN)]
+            dropped.update(producer[n] for n in (half_out, one_out, erf_out, erf.inputs[0]))
+            break
 
 
 def token_int8(model: bytes) -> bytes:
@@ -242,7 +347,9 @@ def token_int8(model: bytes) -> bytes:
     graph_fields = _fields(graphs[0].value)
     payloads = [(f.number, f.value) for f in graph_fields if isinstance(f.value, memoryview)]
     nodes = [_parse_node(v) for number, v in payloads if number == _GRAPH_NODE]
-    initializers = dict(_tensor_header(v) for number, v in payloads if number == _GRAPH_INITIALIZER)
+    headers = [_tensor_header(v) for number, v in payloads if number == _GRAPH_INITIALIZER]
+    initializers = {name: data_type for name, data_type, _ in headers}
+    values = {name: value for name, _, value in headers}
     if any(name.startswith(_PREFIX) for name in initializers) or any(
         o.startswith(_PREFIX) for nd in nodes for o in nd.outputs
     ):
@@ -256,6 +363,7 @@ def token_int8(model: bytes) -> bytes:
 
     replaced: dict[int, list[_Node]] = {}
     dropped: set[int] = set()
+    quantized: dict[str, tuple[str, str]] = {}  # tensor -> its uint8 rows and their scales
     for i, nd in enumerate(nodes):
         if nd.op_type != "MatMul" or len(nd.inputs) != 2 or len(nd.outputs) != 1:
             continue
@@ -269,13 +377,23 @@ def token_int8(model: bytes) -> bytes:
             continue
         if initializers[mul.inputs[1]] != _FLOAT:
             continue
-        replaced[i] = _quantized_matmul(nd.inputs[0], cast.inputs[0], mul.inputs[1], nd.outputs[0], len(replaced))
+        x = nd.inputs[0]
+        new: list[_Node] = []
+        if x not in quantized:  # the first reader quantizes it; the graph's order puts it before the others
+            q_nodes, x_q, scale = _quantize_rows(x, len(quantized))
+            new += q_nodes
+            quantized[x] = (x_q, scale)
+        x_q, scale = quantized[x]
+        new += _integer_matmul(x_q, scale, cast.inputs[0], mul.inputs[1], nd.outputs[0], len(replaced))
+        replaced[i] = new
         # The dequantized float weight is dead once its only reader is gone.
         if uses.get(mul.outputs[0]) == 1 and uses.get(cast.outputs[0]) == 1:
             assert m is not None and c is not None
             dropped.update((m, c))
     if not replaced:
         raise GraphRewriteError("no MatMul on int8 weights found")
+    _drop_nan_guards(nodes, producer, uses, replaced, dropped)
+    _fuse_gelu(nodes, producer, uses, values, replaced, dropped)
 
     new_nodes: list[bytes] = []
     for i, nd in enumerate(nodes):
@@ -286,4 +404,6 @@ def token_int8(model: bytes) -> bytes:
     graph = b"".join(new_nodes)
     graph += b"".join(f.raw for f in graph_fields if f.number != _GRAPH_NODE)
     graph += b"".join(_len_field(_GRAPH_INITIALIZER, t) for t in _CONSTANTS)
-    return b"".join(_len_field(_MODEL_GRAPH, graph) if f.number == _MODEL_GRAPH else f.raw for f in model_fields)
+    out = b"".join(_len_field(_MODEL_GRAPH, graph) if f.number == _MODEL_GRAPH else f.raw for f in model_fields)
+    opset = _len_field(_OPSET_DOMAIN, _MS_DOMAIN.encode()) + _int_field(_OPSET_VERSION, 1)
+    return out + _len_field(_MODEL_OPSET_IMPORT, opset)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cairn.core.content import content_hash, content_identity
 from cairn.core.principal import Principal
-from cairn.service import indexing, limits, paraphrase, tombstones, write_reads
+from cairn.service import audit, indexing, limits, paraphrase, tombstones, write_reads
 from cairn.service.api import Cairn
 from cairn.store.engine import Store
 from tests.conftest import human
@@ -83,3 +83,20 @@ def test_limit_overrides_read_together_are_the_tenants_own(svc: Cairn, me: Princ
     assert (after[1].max_value_bytes, after[1].writes_per_minute) == (64, 1000)
     refused("LIMIT", svc.write, me, SCOPE, "long", "x" * 65)
     assert svc.write(me, SCOPE, "short", "A short lesson.")["action"] == "created"
+
+
+def test_the_audit_head_read_together_is_the_chains_head_and_the_chain_holds(svc: Cairn, me: Principal) -> None:
+    def head(conn):  # type: ignore[no-untyped-def]
+        alone = conn.execute(audit._LAST, {"tenant": me.tenant_id}).first()
+        together = write_reads.audit_head(write_reads.read(conn, me, SCOPE, "k", "h", "i"))
+        return (tuple(alone) if alone else (None, None)), together
+
+    alone, together = svc.store.run(head, write=False, tenant=me.tenant_id)
+    assert alone == together == (None, None)  # an empty chain
+    for i in range(4):
+        svc.write(me, SCOPE, f"k{i % 2}", f"Lesson wording number {i}.")  # creates, then edits
+    svc.write(me, SCOPE, "k0", "Lesson wording number 2.")  # a recurrence
+    alone, together = svc.store.run(head, write=False, tenant=me.tenant_id)
+    assert alone == together and together[0] == 5
+    verified = svc.audit_verify(me)
+    assert verified["ok"] and verified["checked"] == 5

@@ -34,6 +34,12 @@ _LAST = (
     .order_by(audit_log.c.seq.desc())
     .limit(1)
 )
+# The chain head as columns of their own (NULL for an empty chain), so a lesson write reads it with
+# its other look-ups (``service/write_reads.py``); parameter ``tenant``.
+HEAD_COLUMNS = (
+    _LAST.with_only_columns(audit_log.c.seq).scalar_subquery().label("audit_seq"),
+    _LAST.with_only_columns(audit_log.c.row_hash).scalar_subquery().label("audit_hash"),
+)
 _INSERT = audit_log.insert()
 
 
@@ -94,10 +100,15 @@ def record_lesson(conn: Connection, principal: Principal, action: str, row: Mapp
     return record(conn, principal, action, lesson_id=row["id"], scope=row["scope"], key=row["key"], **fields)
 
 
-def record_many(conn: Connection, principal: Principal, entries: list[dict[str, Any]]) -> list[int]:
-    """Append rows to the tenant's chain in order, with one read of the chain head."""
-    last = conn.execute(_LAST, {"tenant": principal.tenant_id}).first()
-    seq, prev = (last.seq, last.row_hash) if last else (0, GENESIS)
+def record_many(
+    conn: Connection, principal: Principal, entries: list[dict[str, Any]], head: tuple[Any, Any] | None = None
+) -> list[int]:
+    """Append rows to the tenant's chain in order, with one read of the chain head.
+
+    ``head``: the ``HEAD_COLUMNS`` (seq, row hash) read earlier in this transaction, after its write
+    lock and with no audit row appended since; then the chain head is not read again."""
+    last = head if head is not None else conn.execute(_LAST, {"tenant": principal.tenant_id}).first()
+    seq, prev = (last[0], last[1]) if last is not None and last[0] is not None else (0, GENESIS)
     rows = []
     for e in entries:
         seq += 1

@@ -160,16 +160,16 @@ class Lessons:
             elif state["trust"] == "candidate" and promote_now:
                 state["trust"] = "verified"
                 detail = {"promoted_by": "1 session"}
-            row = apply(conn, principal, None, state, "create", now, detail=detail)
+            row = apply(
+                conn, principal, None, state, "create", now, detail=detail, audit_head=write_reads.audit_head(asked)
+            )
             self._sight(conn, principal, row, now)
             return self._result("created", row, now, hold=hold, principal=principal)
         if existing["content_hash"] == chash and existing["trust"] != "rejected":
             if import_mode:
                 return self._result("unchanged", existing, now)
             return self._recur(conn, principal, existing, inp, now)
-        return self._edit(
-            conn, principal, existing, inp, chash, now, candidate=import_mode, stamp=write_reads.stamp(asked)
-        )
+        return self._edit(conn, principal, existing, inp, chash, now, candidate=import_mode, asked=asked)
 
     def new_state(
         self, principal: Principal, inp: WriteInput, chash: str, now: datetime, *, candidate: bool = False
@@ -208,8 +208,9 @@ class Lessons:
         now: datetime,
         *,
         candidate: bool = False,
-        stamp: tuple[Any, Any] | None = None,
+        asked: Any = None,
     ) -> dict[str, Any]:
+        """``asked``: the ``write_reads`` row read at the start of this write, if any."""
         state = dict(before)
         # A bound the caller did not give is inherited, unless the given one makes the inherited one
         # meaningless: a new fact valid from after the old end is open-ended, not an empty interval.
@@ -220,6 +221,7 @@ class Lessons:
                 valid_to = inp.valid_to
             else:
                 valid_from = inp.valid_from
+        stamp = write_reads.stamp(asked) if asked is not None else None
         hold = paraphrase.hold_for(conn, principal, inp.value, stamp=stamp)
         state.update(
             value=inp.value,
@@ -239,7 +241,10 @@ class Lessons:
             superseded_by=None,
             claimed=merged_claims(before.get("claimed"), inp) if inp.claimed is not None else before.get("claimed"),
         )
-        row = apply(conn, principal, before, state, "update", now, detail=hold.detail() if hold else None)
+        head = write_reads.audit_head(asked) if asked is not None else None
+        row = apply(
+            conn, principal, before, state, "update", now, detail=hold.detail() if hold else None, audit_head=head
+        )
         self._sight(conn, principal, row, now)
         return self._result("updated", row, now, hold=hold, principal=principal)
 

@@ -69,17 +69,28 @@ def apply(
     now: datetime,
     *,
     detail: dict[str, Any] | None = None,
+    audit_head: tuple[Any, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write ``state`` as the lesson's next version and return the new lesson row."""
-    return apply_many(conn, principal, [Change(before, state, action, detail)], now)[0]
+    """Write ``state`` as the lesson's next version and return the new lesson row.
+
+    ``audit_head``: as ``audit.record_many``'s ``head``."""
+    return apply_many(conn, principal, [Change(before, state, action, detail)], now, audit_head=audit_head)[0]
 
 
-def apply_many(conn: Connection, principal: Principal, changes: list[Change], now: datetime) -> list[dict[str, Any]]:
+def apply_many(
+    conn: Connection,
+    principal: Principal,
+    changes: list[Change],
+    now: datetime,
+    *,
+    audit_head: tuple[Any, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Write several lessons' next versions in one go (same rows as one ``apply`` each).
 
     Bulk import creates hundreds of lessons per transaction; issuing each statement once per
     batch (executemany) instead of once per lesson is what makes 60,000 records a matter of
-    seconds. Callers must not pass two changes to the same lesson in one call.
+    seconds. Callers must not pass two changes to the same lesson in one call. ``audit_head``: as
+    ``audit.record_many``'s ``head``.
     """
     who = principal.actor
     rows: list[dict[str, Any]] = []
@@ -174,6 +185,7 @@ def apply_many(conn: Connection, principal: Principal, changes: list[Change], no
             }
             for ch, row, version in zip(changes, rows, version_rows, strict=True)
         ],
+        audit_head,
     )
     return rows
 

@@ -121,8 +121,8 @@ def test_rows_from_before_state_hashes_are_checked_on_what_they_recorded(
     are still checked; a trust edit is found only once a new mutation records the full state."""
     real = audit.record_many
 
-    def legacy(conn, principal, entries):  # type: ignore[no-untyped-def]
-        return real(conn, principal, [{**e, "state_hash": None, "versions_hash": None} for e in entries])
+    def legacy(conn, principal, entries, head=None):  # type: ignore[no-untyped-def]
+        return real(conn, principal, [{**e, "state_hash": None, "versions_hash": None} for e in entries], head)
 
     monkeypatch.setattr(audit, "record_many", legacy)
     svc.write(me, S, "a", "First.")

@@ -161,6 +161,9 @@ def _command(verb: str | None = None) -> Any:
             one.registered_commands = [c for c in app.registered_commands if (c.name or c.callback.__name__) == key]  # type: ignore[union-attr]
             one.registered_groups = [g for g in app.registered_groups if g.name == key]
             _COMMAND[key] = typer.main.get_group(one)
+        from cairn.cli.coerce import install
+
+        install(_COMMAND[key])  # plain strings and numbers without pydantic
     return _COMMAND[key]
 
 

@@ -809,71 +809,44 @@ def stand_in_model(by_value: dict[str, Any]) -> Iterator[None]:
 
 
 def bulk_drain(svc: Any, p: Any, by_value: dict[str, Any]) -> int:
-    """What ``Cairn.drain_embeddings`` writes for a queue of fresh lessons, batched.
+    """What ``Cairn.drain_embeddings`` writes for a queue of fresh lessons, in one transaction.
 
-    Per queued lesson the drain deletes the queue entry and, for a lesson still in the full-text
-    index, writes its vec0 row (``search_index.vec_put``, called here too), its float vector
-    (``lesson_embeddings``) and its signature (``lesson_signatures``); each batch of ``DRAIN_BATCH``
-    that wrote something bumps ``embed_state.generation``. Here the two tables are written with one
-    statement per transaction. ``build_store`` first calls ``drain_embeddings`` on the empty queue,
-    which records the model in ``embed_state``. ``--check`` compares all of it with the real drain's.
+    The drain reads ``DRAIN_BATCH`` queued lessons, embeds them and writes each batch with
+    ``embeddings._write_vectors`` in a transaction of its own; here the whole chunk's queue is read
+    once and handed, ``DRAIN_BATCH`` at a time, to that same function (vec0 rows, float vectors,
+    signatures, the queue entries dropped, one ``embed_state.generation`` bump per batch) inside one
+    transaction, so the rows are the drain's own. ``build_store`` first calls ``drain_embeddings`` on
+    the empty queue, which records the model in ``embed_state``. ``--check`` compares all of it with
+    the real drain's.
     """
-    from sqlalchemy import delete, insert, select, update
-
-    from cairn.core.timeparse import utcnow
     from cairn.search import embed
-    from cairn.service.embeddings import DRAIN_BATCH
+    from cairn.service.embeddings import DRAIN_BATCH, _queued, _write_vectors
     from cairn.service.embeddings import embed_text as _embed_text
-    from cairn.store import search_index as ix
-    from cairn.store.schema import embed_queue, embed_state, lesson_embeddings, lesson_signatures, lessons
 
     model = embed.get_embedder()  # the stand-in: the real model's name and dimension
     tenant = p.tenant_id
 
     def tx(conn: Any) -> int:
-        queued = (
-            conn.execute(
-                select(lessons)
-                .join(embed_queue, embed_queue.c.lesson_id == lessons.c.id)
-                .where(embed_queue.c.tenant_id == tenant)
-                .order_by(embed_queue.c.lesson_id)
-            )
-            .mappings()
-            .all()
-        )
-        if not queued:
-            return 0
-        table = ix.vec_ensure(conn, model.name, model.dim)
-        now = utcnow()
-        vectors = model.embed([_embed_text(r) for r in queued])
-        emb_rows, sig_rows = [], []
-        batches_written: set[int] = set()
-        for n, (row, vec) in enumerate(zip(queued, vectors, strict=True)):
-            if not ix.fts_has(conn, row["id"]):
-                continue
-            blob = embed.vector_to_blob(vec)
-            ix.vec_put(conn, table, dict(row), blob)
-            emb_rows.append(
-                {"lesson_id": row["id"], "model": model.name, "tenant_id": tenant, "dim": model.dim,
-                 "content_hash": row["content_hash"], "embedded_at": now, "vector": blob}
-            )  # fmt: skip
-            sig_rows.append(
-                {"lesson_id": row["id"], "model": model.name, "tenant_id": tenant, "embedded_at": now,
-                 "bits": embed.signature(vec)}
-            )  # fmt: skip
-            batches_written.add(n // DRAIN_BATCH)
-        conn.execute(delete(embed_queue).where(embed_queue.c.lesson_id.in_([r["id"] for r in queued])))
-        if emb_rows:
-            conn.execute(insert(lesson_embeddings), emb_rows)
-            conn.execute(insert(lesson_signatures), sig_rows)
-            conn.execute(
-                update(embed_state)
-                .where(embed_state.c.tenant_id == tenant)
-                .values(generation=embed_state.c.generation + len(batches_written))
-            )
-        return len(emb_rows)
+        _big_cache(conn)
+        queued = _queued(conn, tenant, 10**9)
+        written = 0
+        for start in range(0, len(queued), DRAIN_BATCH):
+            batch = queued[start : start + DRAIN_BATCH]
+            vectors = model.embed([_embed_text(r) for r in batch])
+            written += _write_vectors(conn, tenant, model, batch, vectors)
+        return written
 
     return int(write_tx(svc, tx, tenant))
+
+
+def _big_cache(conn: Any) -> None:
+    """A page cache that holds the indexes a million-lesson build inserts into (~400 MB).
+
+    With SQLite's default 2 MB, each batch re-reads the B-tree pages of every index it touches
+    from the file, which is most of a large build's time. The setting is the connection's; the
+    store's own pragmas (WAL, synchronous, foreign keys) are left as they are.
+    """
+    conn.exec_driver_sql("PRAGMA cache_size = -400000")
 
 
 def write_tx(svc: Any, fn: Any, tenant: str) -> Any:
@@ -885,33 +858,31 @@ def write_tx(svc: Any, fn: Any, tenant: str) -> Any:
     return svc.store.run(fn, write=True)
 
 
-BULK_TX = 2_000  # lessons per transaction in bulk_replay
+BULK_TX = 5_000  # lessons per transaction in bulk_replay
 
 
 def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``Cairn.import_lines(..., restore=True)`` does with exported ``lesson`` records, batched.
 
-    Per lesson ``transfer._import_one`` + ``mutate.replay`` write: the lesson row (its last version's
-    state, ``superseded_by`` left empty), every version row, its tags, the full-text entry when the
-    lesson is active (``indexing.sync``; the embed queue entry it adds is dropped again by the vector
-    step, as here), and one ``import`` audit row. This does the same with one statement per table per
-    transaction, through the service's own statement objects and functions (``mutate._INSERT_*``,
-    ``search_index.fts_insert_many``, ``audit.record_many``), and validates like the import
-    (``validate_value``, ``normalize_tags``, ``content_hash``). Tombstone and link records, and the
-    ``superseded_by`` pointers, go through ``Cairn.import_lines`` itself afterwards (~1% of records).
-    ``--check`` compares a store built this way with one built by ``import_lines``, table by table.
+    The import parses each JSON line, validates it like a write (``make_write``) and hands plainly new
+    lessons to ``mutate.replay_many`` in batches of its ``BATCH`` (500). This validates the values the
+    same way (``validate_value``, ``normalize_tags``, ``content_hash``: the records are the generator's
+    own, not a file) and calls that same ``replay_many`` with ``BULK_TX`` lessons a transaction: the
+    lesson rows, full version histories, tags, the full-text entry and embed queue entry of active
+    lessons, the inactive ones kept out of the indexes, and one ``import`` audit row each with its
+    state proofs read back from the database. Tombstone and link records, and the ``superseded_by``
+    pointers, go through ``Cairn.import_lines`` itself afterwards (~1% of records). ``--check``
+    compares a store built this way with one built by ``import_lines``, table by table.
     """
     from cairn.core.content import content_hash, validate_value
     from cairn.core.timeparse import utcnow
-    from cairn.service import audit, indexing, mutate, state_proof
-    from cairn.service.records import status
+    from cairn.service import mutate
     from cairn.service.write_input import normalize_tags
-    from cairn.store import search_index as ix
 
     def ts(v: str | None) -> datetime | None:
         return datetime.fromisoformat(v) if v else None
 
-    prepared = []
+    items: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for rec in recs:
         hashes: dict[str, str] = {}
         versions = []
@@ -921,88 +892,35 @@ def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[s
                 hashes[value] = content_hash(value)
             versions.append(
                 {
-                    "version": v["version"],
-                    "action": v["action"],
+                    **v,
                     "value": value,
                     "content_hash": hashes[value],
                     "tags": json.dumps(normalize_tags(v["tags"])),
-                    "kind": v["kind"],
-                    "source_agent": v["source_agent"],
-                    "trigger": v["trigger"],
-                    "trust": v["trust"],
                     "archived": bool(v["archived"]),
-                    "seen_count": v["seen_count"],
-                    "helped_count": v["helped_count"],
-                    "not_helped_count": v["not_helped_count"],
                     "valid_from": ts(v["valid_from"]),
                     "valid_to": ts(v["valid_to"]),
                     "expires_at": ts(v["expires_at"]),
                     "recorded_at": ts(v["recorded_at"]),
-                    "actor": v["actor"],
-                    "session": v["session"],
                 }
             )
-        last = versions[-1]
-        values = {k: last[k] for k in mutate.STATE_FIELDS if k in last}
-        values.update(
-            scope=rec["scope"],
-            key=rec["key"],
-            origin=rec["origin"],
-            author=rec["author"],
-            url=rec["url"],
-            archived_at=ts(rec["archived_at"]),
-            superseded_by=None,
-            tenant_id=p.tenant_id,
-            version=last["version"],
-            created_at=ts(rec["created_at"]),
-            created_by=rec["created_by"],
-            updated_at=last["recorded_at"],
-            updated_by=last["actor"],
-        )
-        prepared.append((values, versions))
+        lesson = {
+            "scope": rec["scope"],
+            "key": rec["key"],
+            "origin": rec["origin"],
+            "author": rec["author"],
+            "url": rec["url"],
+            "archived_at": ts(rec["archived_at"]),
+            "created_at": ts(rec["created_at"]),
+            "created_by": rec["created_by"],
+        }
+        items.append((lesson, versions))
 
     def tx(conn: Any, part: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
-        now = utcnow()
-        ids = [r[0] for r in conn.execute(mutate._INSERT_LESSON_RETURNING, [v for v, _ in part])]
-        version_rows, tag_rows, fts_rows, entries = [], [], [], []
-        for lesson_id, (values, versions) in zip(ids, part, strict=True):
-            row = {"id": lesson_id, **values}
-            mine = [
-                {"tenant_id": p.tenant_id, "lesson_id": lesson_id, "scope": row["scope"], "key": row["key"], **v}
-                for v in versions
-            ]
-            version_rows += mine
-            tag_rows += [{"tenant_id": p.tenant_id, "lesson_id": lesson_id, "tag": t} for t in json.loads(row["tags"])]
-            if status(row, now) == "active":
-                fts_rows.append(row)
-            entries.append(
-                {
-                    "action": "import",
-                    "lesson_id": lesson_id,
-                    "scope": row["scope"],
-                    "key": row["key"],
-                    "version_after": row["version"],
-                    "hash_after": row["content_hash"],
-                    "detail": {"versions": len(versions), "restore": True},
-                    "at": now,
-                    # What mutate.replay records (state_proof.read_back), from the rows as written.
-                    "state_hash": state_proof.lesson_hash(row),
-                    "versions_hash": state_proof.versions_hash(mine),
-                }
-            )
-        conn.execute(mutate._INSERT_VERSION, version_rows)
-        if tag_rows:
-            conn.execute(mutate._INSERT_TAGS, tag_rows)
-        if fts_rows:  # indexing.sync_many for fresh active lessons: the index entry and the embed queue
-            ix.fts_insert_many(conn, fts_rows)
-            conn.execute(
-                indexing._ENQUEUE,
-                [{"lesson_id": r["id"], "tenant_id": r["tenant_id"], "queued_at": now} for r in fts_rows],
-            )
-        audit.record_many(conn, p, entries)
+        _big_cache(conn)
+        mutate.replay_many(conn, p, part, utcnow())
 
-    for start in range(0, len(prepared), BULK_TX):
-        part = prepared[start : start + BULK_TX]
+    for start in range(0, len(items), BULK_TX):
+        part = items[start : start + BULK_TX]
         write_tx(svc, lambda c, part=part: tx(c, part), p.tenant_id)
     # Tombstones, links and superseded_by pointers: the import's own path.
     sup = [
@@ -1010,7 +928,7 @@ def bulk_replay(svc: Any, p: Any, recs: list[dict[str, Any]], extra: list[dict[s
         for r in recs
         if r["superseded_by"]
     ]
-    result = {"created": len(prepared), "updated": 0, "unchanged": 0, "tombstones": 0, "links": 0, "refused": []}
+    result = {"created": len(items), "updated": 0, "unchanged": 0, "tombstones": 0, "links": 0, "refused": []}
     if extra:
         out = svc.import_lines(p, [json.dumps(x, ensure_ascii=False) for x in extra], restore=True)
         result.update(tombstones=out["tombstones"], links=out["links"], refused=out["refused"])
@@ -1109,8 +1027,9 @@ def verify_home(home: Path) -> dict[str, Any]:
 
 
 COMPARED = {  # table: (columns left out of the comparison, order by)
-    "lessons": ((), "id"),
-    "lesson_versions": ((), "id"),
+    # A version's uid is random (mutate.new_uid), so tips and parents differ between any two builds.
+    "lessons": (("tips",), "id"),
+    "lesson_versions": (("uid", "parents"), "id"),
     "lesson_tags": ((), "lesson_id, tag"),
     "tombstones": ((), "id"),
     "links": ((), "id"),

@@ -833,7 +833,7 @@ def bulk_drain(svc: Any, p: Any, by_value: dict[str, Any]) -> int:
         for start in range(0, len(queued), DRAIN_BATCH):
             batch = queued[start : start + DRAIN_BATCH]
             vectors = model.embed([_embed_text(r) for r in batch])
-            written += _write_vectors(conn, tenant, model, batch, vectors)
+            written += _write_vectors(conn, tenant, model, batch, vectors)[0]
         return written
 
     return int(write_tx(svc, tx, tenant))

@@ -179,3 +179,114 @@ def test_cairn_serve_takes_over_from_a_daemon_started_on_demand(cairn_home: Path
         if served is not None and served.poll() is None:
             stop_daemon(served)
         _kill(cairn_home)
+
+
+def test_a_daemon_of_another_version_answers_nothing_and_one_started_on_demand_steps_down_for_a_newer(
+    cairn_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left running across an upgrade, a daemon would serve the old code to the hooks (which keep it
+    from ever idling out) while every other command ran cold. Another version's commands and hook
+    operations run in their caller; a daemon a command started steps down for a newer Cairn, whose next
+    command starts its own; an older caller does not stop it, and a daemon a person started keeps serving."""
+    from cairn.runtime import client
+
+    monkeypatch.setenv("CAIRN_HOME", str(cairn_home))
+    for name, value in {**FORWARD, "CAIRN_SERVE_AUTO_START": "1"}.items():
+        monkeypatch.setenv(name, value)
+    try:
+        assert run_cli_process(cairn_home, "list", env={**FORWARD, "CAIRN_SERVE_AUTO_START": "1"}).returncode == 0
+        deadline = time.monotonic() + 90
+        while (answer := ask_daemon(cairn_home, PING)) is None:
+            assert time.monotonic() < deadline, (cairn_home / forward.LOG_NAME).read_text()
+            time.sleep(0.2)
+        pid = answer["data"]["pid"]
+        assert client.call("context", {})["served_by"] == "daemon"
+        # An older Cairn: served by neither side's daemon, and it does not stop this one.
+        monkeypatch.setattr(forward, "_version", lambda: "0.0.1")
+        monkeypatch.setattr(client, "_version", lambda: "0.0.1")
+        with pytest.raises(forward.Absent) as older:
+            forward.run(["list"], str(cairn_home), None)
+        assert older.value.listening  # none is started for it
+        assert client.call("context", {})["served_by"] == "process"
+        assert _alive(pid)
+        # A newer Cairn: runs its command itself, and the daemon stops so that the next one is its own.
+        monkeypatch.setattr(forward, "_version", lambda: "999.0")
+        with pytest.raises(forward.Absent) as newer:
+            forward.run(["list"], str(cairn_home), None)
+        assert not newer.value.listening  # the caller starts the next daemon
+        while _alive(pid):
+            assert time.monotonic() < deadline + 60, "the daemon started on demand did not step down"
+            time.sleep(0.2)
+        assert "a newer Cairn (999.0) called" in (cairn_home / forward.LOG_NAME).read_text()
+    finally:
+        _kill(cairn_home)
+    served = start_daemon(cairn_home, env={**os.environ, **EMBED})  # a person's `cairn serve`
+    try:
+        monkeypatch.setattr(client, "_version", lambda: "999.0")
+        assert client.call("context", {})["served_by"] == "process"
+        status = json.loads(run_cli_process(cairn_home, "--json", "status", env=FORWARD).stdout)["data"]
+        assert status["daemon"]["pid"] == served.pid and served.poll() is None  # still serving its own version
+    finally:
+        stop_daemon(served)
+
+
+@pytest.mark.parametrize(
+    ("value", "forwards"), [("", True), ("0", True), ("false", True), ("1", False), ("yes", False)]
+)
+def test_cairn_no_daemon_is_off_only_when_set_to_something_else_than_an_off_word(
+    monkeypatch: pytest.MonkeyPatch, value: str, forwards: bool
+) -> None:
+    monkeypatch.setenv("CAIRN_NO_DAEMON", value)
+    assert forward.enabled() is forwards
+    assert forward.forwardable("list", None) is forwards
+
+
+LISTENER = """
+import os, socket, sys
+path = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+os.chmod(path, 0o777)
+os.setgid(65534)
+os.setuid(65534)  # listen() records the listener's credentials: from here on it is another user's socket
+s.listen(4)
+print("ready", flush=True)
+got = 0
+for _ in range(2):
+    conn, _ = s.accept()
+    conn.settimeout(3)
+    try:
+        while chunk := conn.recv(65536):
+            got += len(chunk)
+    except OSError:
+        pass
+    conn.close()
+print(got, flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="listening as another user needs root")
+def test_a_socket_another_user_listens_on_where_the_daemon_would_gets_nothing(
+    cairn_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client hands the daemon its environment (tokens, keys) and its descriptors: a socket of another
+    user at the daemon's path (a long home's socket is in the shared temp directory) must get none."""
+    from cairn.daemon import protocol
+
+    path = protocol.socket_path(cairn_home)
+    listener = subprocess.Popen(
+        [_python(), "-c", LISTENER, path], stdout=subprocess.PIPE, text=True, cwd="/"
+    )  # fmt: skip
+    try:
+        assert listener.stdout is not None and listener.stdout.readline().strip() == "ready"
+        monkeypatch.setenv("CAIRN_TOKEN", "cairn_secret-that-must-not-leave")
+        monkeypatch.setenv("CAIRN_NO_DAEMON", "")
+        with pytest.raises(forward.Absent) as refused:
+            forward.run(["list"], str(cairn_home), None)
+        assert refused.value.listening  # something listens, so no daemon of ours is started over it
+        assert ask_daemon(cairn_home, PING) is None
+        out, _ = listener.communicate(timeout=30)
+        assert out.strip() == "0"  # not one byte of the request reached it
+    finally:
+        if listener.poll() is None:
+            listener.kill()

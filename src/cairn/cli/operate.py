@@ -182,11 +182,15 @@ def status() -> None:
     answer = ask_daemon(home, {"v": protocol.PROTOCOL, "op": "ping", "params": {}})
     if answer is not None and answer.get("ok"):
         d = answer["data"]
-        data["daemon"] = {k: d.get(k) for k in ("pid", "uptime_seconds", "idle_exit_minutes", "requests")}
+        data["daemon"] = {k: d.get(k) for k in ("pid", "uptime_seconds", "idle_exit_minutes", "requests", "version")}
         idle = d.get("idle_exit_minutes")
         daemon_line = f"running · pid {d.get('pid')} · up {_duration(d.get('uptime_seconds') or 0)} · " + (
             f"exits after {idle:g} idle minute(s)" if idle else "runs until stopped"
         )
+        from cairn import __version__
+
+        if d.get("version") != __version__:  # it serves none of this version's commands
+            daemon_line += f" · Cairn {d.get('version') or 'older'}, not this {__version__}: kill {d.get('pid')}"
     else:
         data["daemon"] = None
         starts = forward.enabled() and forward.auto_start_allowed(str(home))

@@ -43,6 +43,49 @@ def socket_path(home: str | os.PathLike[str]) -> str:
     return os.path.join(tempfile.gettempdir(), f"cairn-{os.getuid()}", f"{digest}.sock")
 
 
+def peer_uid(sock: Any) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket (Linux ``SO_PEERCRED``);
+    None where the platform lacks it."""
+    import socket
+    import struct
+
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def served_by_owner(sock: Any) -> bool:
+    """Whether the daemon this client reached runs as this user. A client hands the daemon its whole
+    environment (tokens, keys) and its descriptors, so a socket another user placed where the daemon's
+    would be (a long home's socket lives in the shared temp directory) must get nothing."""
+    uid = peer_uid(sock)
+    return uid is None or uid == os.getuid()
+
+
+def daemon_off() -> bool:
+    """``CAIRN_NO_DAEMON``: set to anything but an off word (``0``, ``false``, ``no``, ``off``), every
+    command runs in its own process and none starts a daemon."""
+    return os.environ.get("CAIRN_NO_DAEMON", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def newer(version: str, than: str) -> bool:
+    """Whether Cairn ``version`` is newer than ``than``, comparing their leading numbers (``0.10.0`` >
+    ``0.9.2``); what cannot be read as numbers counts as not newer. Standard library only."""
+
+    def numbers(v: str) -> tuple[int, ...]:
+        out = []
+        for part in v.split("."):
+            digits = part[: len(part) - len(part.lstrip("0123456789"))]
+            if not digits:
+                break
+            out.append(int(digits))
+        return tuple(out)
+
+    a, b = numbers(version), numbers(than)
+    return bool(a) and bool(b) and a > b
+
+
 def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
 

@@ -23,7 +23,6 @@ import signal
 import socket
 import socketserver
 import stat
-import struct
 import sys
 import threading
 import time
@@ -47,15 +46,7 @@ DEFAULT_HTTP_PORT = int(os.environ.get("CAIRN_HTTP_PORT") or 8321)
 CONSOLIDATE_CHECK = 300.0
 LOCK_NAME = "cairn.lock"  # flock()ed by the running daemon: one per home
 READ_TIMEOUT = 30.0  # seconds a connection may take to send its request (clients send at once)
-
-
-def _peer_uid(sock: socket.socket) -> int | None:
-    """The connecting process's uid (Linux SO_PEERCRED); None where the platform lacks it."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return None
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
+STEP_DOWN_WAIT = 10.0  # seconds a daemon started on demand waits for the home's lock (``other_version``)
 
 
 class Daemon:
@@ -88,6 +79,8 @@ class Daemon:
         self.last_active = time.monotonic()  # the idle exit counts from here
         self.idle: float | None = None  # seconds without a request before it stops (started on demand)
         self.auto = False  # started on demand by a command (``cairn serve --auto``)
+        self.stepping_down = False  # a newer Cairn called: stopping for it (``other_version``)
+        self._stop: Any = None  # stops the serving loop (set once it serves)
         # Forwarded commands (cairn.daemon.hosted) open the store through cairn.runtime.local.open_service:
         # they get this warm service instead of a cold one.
         serve_warm(self.home, database_url(self.home, self.db), self.svc)
@@ -103,6 +96,8 @@ class Daemon:
         if (message.get("db") or None) != self.db:
             # Not the database this daemon holds open: the client does the work in its own process.
             return {"ok": False, "other_db": True}
+        if self.other_version(message.get("version")):
+            return {"ok": False, "other": True, "stepping_down": self.stepping_down}
         op = message.get("op")
         params = message.get("params") or {}
         if not isinstance(op, str) or not isinstance(params, dict):
@@ -127,7 +122,10 @@ class Daemon:
         return {"ok": True, "data": data}
 
     def describe(self) -> dict[str, Any]:
+        from cairn import __version__
+
         return {
+            "version": __version__,
             "uptime_seconds": round(time.time() - self.started, 1),
             "idle_exit_minutes": self.idle / 60 if self.idle else None,
             "started_on_demand": self.auto,
@@ -153,6 +151,9 @@ class Daemon:
         if (message.get("db") or None) != self.db:
             send({"ok": False, "other_db": True})
             return
+        if self.other_version(params.get("version")):
+            send({"ok": False, "other": True, "stepping_down": self.stepping_down})
+            return
         if len(fds) not in (2, 3):
             send(hosted_refusal("a forwarded command sends its stdout and stderr (and stdin) descriptors"))
             return
@@ -169,6 +170,27 @@ class Daemon:
             send({"ok": False, "busy": True})
         else:
             send({"ok": True, "exit": code})
+
+    def other_version(self, version: Any) -> bool:
+        """Whether the caller runs another Cairn version (then it does the work itself). A daemon that
+        a command started on demand steps down for a newer one, once no forwarded command runs: left
+        running across an upgrade, hooks would otherwise keep it alive, serving the old code, and every
+        other command would run cold. The newer caller's next command starts its own daemon."""
+        from cairn import __version__
+
+        if version is None or version == __version__:
+            return False
+        if self.auto and protocol.newer(str(version), __version__) and not self.stepping_down:
+            self.stepping_down = True
+            self.log(f"a newer Cairn ({version}) called; stopping so that it starts its own daemon")
+            threading.Thread(target=self._step_down, daemon=True).start()
+        return True
+
+    def _step_down(self) -> None:
+        while self.cli.running and not self.stopping.is_set():
+            time.sleep(0.05)
+        if self._stop is not None:
+            self._stop(signal.SIGTERM, None)
 
     @property
     def requests(self) -> int:
@@ -290,9 +312,12 @@ class Daemon:
         try:
             lock = self._lock_home()
         except CairnError:
-            if auto or not self._stop_daemon_started_on_demand():
+            if auto:  # the daemon of an older version may be stepping down for this one: give it a moment
+                lock = self._lock_home(wait=STEP_DOWN_WAIT)
+            elif not self._stop_daemon_started_on_demand():
                 raise
-            lock = self._lock_home()
+            else:
+                lock = self._lock_home()
         self.idle = idle
         try:
             return self._serve(warm, background, sweeps, http, idle)
@@ -326,16 +351,20 @@ class Daemon:
             return True
         return False
 
-    def _lock_home(self) -> int:
+    def _lock_home(self, wait: float = 0.0) -> int:
         import fcntl
 
         fd = os.open(self.home / LOCK_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise CairnError("SETUP", f"a Cairn daemon already serves {self.home}") from None
-        return fd
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except OSError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise CairnError("SETUP", f"a Cairn daemon already serves {self.home}") from None
+                time.sleep(0.1)
 
     def _serve(
         self,
@@ -364,7 +393,7 @@ class Daemon:
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
                 sock: socket.socket = self.request
-                uid = _peer_uid(sock)
+                uid = protocol.peer_uid(sock)
                 # Read the request before answering, even one that will be refused: a reply sent and
                 # closed before the client has written makes the client's write fail (EPIPE), and it
                 # never reads the refusal. The timeout bounds a peer that connects and never writes.
@@ -421,6 +450,7 @@ class Daemon:
         # that arrived before the handler would kill it without its clean-up.
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        self._stop = stop
         if http and http[2]:
             try:
                 web.append(self._start_http(http[0], http[1]))

@@ -42,6 +42,8 @@ def ask_daemon(home: str | Path, message: dict[str, Any]) -> dict[str, Any] | No
             sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError, TimeoutError, OSError):
             return None
+        if not protocol.served_by_owner(sock):
+            return None  # another user's socket where ours would be: ask it nothing
         sock.settimeout(ANSWER_TIMEOUT)
         try:
             raw = exchange(sock, protocol.encode(message))
@@ -101,13 +103,14 @@ def call(
     # A token names its own account and tenant: the local daemon serves its owner's local
     # principal only, so a token's request is resolved and served here (remote tokens go to the
     # HTTP server).
-    if not os.environ.get("CAIRN_NO_DAEMON") and not os.environ.get("CAIRN_TOKEN", "").strip():
+    if not protocol.daemon_off() and not os.environ.get("CAIRN_TOKEN", "").strip():
         message = {
             "v": protocol.PROTOCOL, "op": op, "params": params,
-            "actor": _actor(), "session": session, "human": human, "db": db,
+            "actor": _actor(), "session": session, "human": human, "db": db, "version": _version(),
         }  # fmt: skip
         answer = ask_daemon(home_path, message)
-        if answer is not None and not answer.get("other_db"):
+        # Another database, or a daemon of another Cairn version (left running across an upgrade): not its to answer.
+        if answer is not None and not answer.get("other_db") and not answer.get("other"):
             if answer.get("ok"):
                 data = answer["data"]
                 data["served_by"] = "daemon"
@@ -118,6 +121,12 @@ def call(
     data = in_process(op, params, home_path, session, human, db)
     data["served_by"] = "process"
     return data
+
+
+def _version() -> str:
+    from cairn import __version__  # a constant in the package's __init__: nothing else loads
+
+    return __version__
 
 
 def remote_call(url: str, op: str, params: dict[str, Any], session: str | None) -> dict[str, Any]:

@@ -51,7 +51,7 @@ class Absent(Exception):
 
 
 def enabled() -> bool:
-    return not os.environ.get("CAIRN_NO_DAEMON")
+    return not protocol.daemon_off()
 
 
 def forwardable(verb: str, url: str | None) -> bool:
@@ -114,6 +114,11 @@ def run(argv: list[str], home: str, db: str | None) -> int:
         sock.settimeout(CONNECT_TIMEOUT)
         try:
             sock.connect(protocol.socket_path(home))
+        except OSError:
+            raise Absent(False) from None
+        if not protocol.served_by_owner(sock):
+            raise Absent(True)  # not our daemon: it gets neither the environment nor the descriptors
+        try:
             socket.send_fds(sock, [protocol.encode(message)], fds)
         except OSError:
             raise Absent(False) from None
@@ -125,7 +130,9 @@ def run(argv: list[str], home: str, db: str | None) -> int:
             first = b""
         started = _answer(first)
         if started is None or not started.get("started"):
-            raise Absent(True)  # busy, another database or model, a refusal: this process does the work
+            # Busy, another database or model, a refusal: this process does the work. A daemon of an
+            # older Cairn that steps down for this one counts as none: this command starts the next.
+            raise Absent(not (started or {}).get("stepping_down"))
         try:
             last = reader.readline()
         except OSError:

@@ -278,12 +278,20 @@ t0 = time.perf_counter()
 pid = os.posix_spawn(cmd[0], cmd, os.environ, file_actions=acts)
 _, status, usage = os.wait4(pid, 0)
 elapsed = time.perf_counter() - t0
-print(json.dumps([elapsed, usage.ru_maxrss, os.waitstatus_to_exitcode(status)]))
+cpu = usage.ru_utime + usage.ru_stime
+print(json.dumps([elapsed, usage.ru_maxrss, os.waitstatus_to_exitcode(status), cpu]))
 """
 
 
 def timed_run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str, str]:
     """Wall time from spawn to exit, peak RSS (MB), exit code, stdout, stderr (via ``SPAWNER``)."""
+    elapsed, peak, code, _cpu, stdout, stderr = timed_run_cpu(cmd, env)
+    return elapsed, peak, code, stdout, stderr
+
+
+def timed_run_cpu(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, float, str, str]:
+    """``timed_run`` plus the child's CPU seconds (user + system): on a shared machine the wall time
+    follows the load, the CPU time much less."""
     with tempfile.TemporaryDirectory(prefix="cairn-run-") as tmp:
         out, err = Path(tmp) / "out", Path(tmp) / "err"
         proc = subprocess.run(
@@ -295,8 +303,17 @@ def timed_run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, s
         )
         if proc.returncode != 0:
             raise RuntimeError(f"spawner failed: {proc.stderr[-2000:]}")
-        elapsed, maxrss_kb, code = json.loads(proc.stdout)
-        return elapsed, maxrss_kb / 1024, code, out.read_text(), err.read_text()
+        elapsed, maxrss_kb, code, cpu = json.loads(proc.stdout)
+        return elapsed, maxrss_kb / 1024, code, cpu, out.read_text(), err.read_text()
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """A running process's CPU seconds so far (user + system, from ``/proc``); None when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def run_loop(base: list[str], home: Path, op: str, env: dict[str, str], runs: int) -> dict[str, Any]:
@@ -424,7 +441,7 @@ def _measure_warm(
                 )
             if "context" in ops:
                 say(f"    warm {AFTER_WRITE.replace('_', ' ')}")
-                out[AFTER_WRITE] = after_write_loop(base, home, env, min(runs, AFTER_WRITE_RUNS))
+                out[AFTER_WRITE] = after_write_loop(base, home, env, min(runs, AFTER_WRITE_RUNS), daemon.pid)
             out["daemon_rss_mb"] = proc_status_mb(daemon.pid)
             return out
         finally:
@@ -436,9 +453,12 @@ def _measure_warm(
                 daemon.wait()
 
 
-def after_write_loop(base: list[str], home: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
+def after_write_loop(
+    base: list[str], home: Path, env: dict[str, str], runs: int, daemon_pid: int | None = None
+) -> dict[str, Any]:
     """Each run: one write through the service (another session's feedback, outside the ladder), then
-    the timed ``cairn context``: the daemon must notice the change and rebuild what it memoized."""
+    the timed ``cairn context``: the daemon must notice the change and rebuild what it memoized.
+    With ``daemon_pid``, the CPU the client and the daemon spent on each run too (p50s)."""
     from cairn.runtime import settings
     from cairn.runtime.local import local_principal
     from cairn.service.api import Cairn
@@ -448,19 +468,31 @@ def after_write_loop(base: list[str], home: Path, env: dict[str, str], runs: int
     p = local_principal(session="bench-other-session")
     probe = probe_address(home)
     times: list[float] = []
+    client_cpu: list[float] = []
+    daemon_cpu: list[float] = []
     served: dict[str, int] = {}
     try:
         for i in range(runs):
             svc.feedback(p, *probe, "helped")
-            elapsed, _, code, stdout, stderr = timed_run(command(base, home, "context", i), env)
+            d0 = proc_cpu_s(daemon_pid) if daemon_pid else None
+            elapsed, _, code, cpu, stdout, stderr = timed_run_cpu(command(base, home, "context", i), env)
+            d1 = proc_cpu_s(daemon_pid) if daemon_pid else None
             if code != 0:
                 return {"error": f"exit {code}: {(stderr or stdout)[-2000:]}", "n": len(times)}
             times.append(elapsed)
+            client_cpu.append(cpu)
+            if d0 is not None and d1 is not None:
+                daemon_cpu.append(d1 - d0)
             by = (json.loads(stdout).get("data") or {}).get("served_by", "?")
             served[by] = served.get(by, 0) + 1
     finally:
         svc.store.dispose()
-    return {**summary_ms(times), "served_by": served}
+    out: dict[str, Any] = {**summary_ms(times), "served_by": served}
+    if client_cpu:
+        out["client_cpu_p50_ms"] = round(statistics.median(client_cpu) * 1000, 1)
+    if daemon_cpu:
+        out["daemon_cpu_p50_ms"] = round(statistics.median(daemon_cpu) * 1000, 1)
+    return out
 
 
 def measure_cold(home: Path, runs: int, base: list[str], ops: tuple[str, ...]) -> dict[str, Any]:

@@ -104,6 +104,8 @@ def context_rows(size: int, runs_: int, big: bool = False) -> list[dict[str, Any
     target = 300 if big else 150
     repeat = warm.get("context", {}).get("p50_ms")
     note = f"the same block repeated without a change: p50 {repeat} ms"
+    if after.get("daemon_cpu_p50_ms") is not None:
+        note += f"; CPU p50: client {after.get('client_cpu_p50_ms')} + daemon {after['daemon_cpu_p50_ms']} ms"
     if big:
         rss = warm.get("daemon_rss_mb") or {}
         note += f"; daemon RSS after the runs {rss.get('VmRSS')} MB (peak {rss.get('VmHWM')} MB)"

@@ -100,3 +100,16 @@ def test_the_audit_head_read_together_is_the_chains_head_and_the_chain_holds(svc
     assert alone == together and together[0] == 5
     verified = svc.audit_verify(me)
     assert verified["ok"] and verified["checked"] == 5
+
+
+def test_the_write_look_ups_carry_their_limits_in_the_statement() -> None:
+    # A bound LIMIT makes SQLite re-prepare the statement at every execution (its planner reads the
+    # value); the write's look-ups say LIMIT 1 in their text on both databases.
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    from cairn.service.lessons import _ADDRESS_OR_TWIN
+
+    for statement in (_ADDRESS_OR_TWIN, write_reads._WRITE_READS, audit._LAST, tombstones._LIVE_MATCH):
+        for dialect in (sqlite.dialect(), postgresql.dialect()):
+            text = " ".join(str(statement.compile(dialect=dialect)).split())
+            assert "LIMIT 1" in text and "LIMIT ?" not in text and "LIMIT %(" not in text, text

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.principal import Principal
 from cairn.core.timeparse import format_time, utcnow
+from cairn.store.dialect import ONE_ROW
 from cairn.store.schema import audit_log
 
 GENESIS = "0" * 64
@@ -32,7 +33,7 @@ _LAST = (
     select(audit_log.c.seq, audit_log.c.row_hash)
     .where(audit_log.c.tenant_id == bindparam("tenant"))
     .order_by(audit_log.c.seq.desc())
-    .limit(1)
+    .limit(ONE_ROW)
 )
 # The chain head as columns of their own (NULL for an empty chain), so a lesson write reads it with
 # its other look-ups (``service/write_reads.py``); parameter ``tenant``.

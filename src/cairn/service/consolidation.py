@@ -48,6 +48,7 @@ from cairn.service.embeddings import Embeddings
 from cairn.service.lessons import Lessons
 from cairn.service.records import fetch_id, status
 from cairn.service.tx import read_tx, write_tx
+from cairn.store.dialect import ONE_ROW
 from cairn.store.engine import Store
 from cairn.store.schema import consolidation_actions, consolidation_runs
 
@@ -208,7 +209,7 @@ class Consolidation:
                 select(consolidation_runs.c.id)
                 .where(consolidation_runs.c.tenant_id == principal.tenant_id, consolidation_runs.c.status == "applying")
                 .order_by(consolidation_runs.c.id.desc())
-                .limit(1)
+                .limit(ONE_ROW)
             ).scalar()
 
         run_id = read_tx(self.store, principal, tx)

@@ -42,6 +42,7 @@ from cairn.service.purge import erase
 from cairn.service.records import fetch_id
 from cairn.service.rows import tenant_row
 from cairn.service.tx import write_tx
+from cairn.store.dialect import ONE_ROW
 from cairn.store.engine import mark_erased
 from cairn.store.schema import (
     conversation_lessons,
@@ -440,7 +441,7 @@ class Conversations:
             other = conn.execute(
                 select(conversation_lessons.c.lesson_id)
                 .where(conversation_lessons.c.tenant_id == tenant, conversation_lessons.c.lesson_id == lesson_id)
-                .limit(1)
+                .limit(ONE_ROW)
             ).first()
             row = fetch_id(conn, principal, lesson_id)
             if other is not None or row is None or row["trust"] not in ("candidate", HELD):

@@ -45,6 +45,7 @@ from cairn.service.webhooks import outside as webhook_outside
 from cairn.service.webhooks import provenance as webhook_provenance
 from cairn.service.write_input import WriteInput, claims_json, make_write, merged_claims, normalize_tags
 from cairn.store import predicates
+from cairn.store.dialect import ONE_ROW
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_tags, lesson_versions, lessons, sightings
 
@@ -58,7 +59,7 @@ _TWIN = (
         *predicates.current(),
     )
     .order_by(lessons.c.id)
-    .limit(1)
+    .limit(ONE_ROW)
 )
 # A write's two look-ups as one statement: the lesson at its address (``records.fetch``'s query) and
 # the first current lesson of its scope with the same content (``_TWIN``), each marked by ``_twin``.

@@ -40,6 +40,7 @@ from cairn.core.principal import Principal
 from cairn.core.similarity import PARAPHRASE_COSINE, is_tombstone_paraphrase
 from cairn.errors import CairnError
 from cairn.service import epoch, indexing
+from cairn.store.dialect import ONE_ROW
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_versions, tenants, tombstone_vectors, tombstones
 
@@ -286,7 +287,7 @@ def _forgotten_text(conn: Connection, tenant_id: str, tomb: Any) -> str | None:
             lesson_versions.c.lesson_id == tomb.lesson_id,
             lesson_versions.c.content_hash == tomb.content_hash,
         )
-        .limit(1)
+        .limit(ONE_ROW)
     ).scalar()
 
 

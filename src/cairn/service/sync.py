@@ -32,6 +32,7 @@ from cairn.service import audit, rank_cache
 from cairn.service.sync_apply import Applier
 from cairn.service.sync_feed import build_events
 from cairn.service.tx import read_tx, write_tx
+from cairn.store.dialect import ONE_ROW
 from cairn.store.engine import Store
 from cairn.store.schema import audit_log, sync_peers, sync_stores
 
@@ -50,7 +51,7 @@ def chain_head(conn: Connection, tenant_id: str) -> ChainHead:
         select(audit_log.c.seq, audit_log.c.row_hash)
         .where(audit_log.c.tenant_id == tenant_id)
         .order_by(audit_log.c.seq.desc())
-        .limit(1)
+        .limit(ONE_ROW)
     ).first()
     from cairn.core import sync as m
 

@@ -41,6 +41,7 @@ from cairn.service.purge import erase
 from cairn.service.records import fetch, status
 from cairn.service.tombstones import MAX_REASON, check_tombstones
 from cairn.service.write_input import normalize_tags
+from cairn.store.dialect import ONE_ROW
 from cairn.store.schema import lesson_versions, lessons, links, sync_events, tombstones
 
 if TYPE_CHECKING:
@@ -724,7 +725,7 @@ class Applier:
                     lesson_versions.c.lesson_id == at_address["id"],
                     lesson_versions.c.content_hash == chash,
                 )
-                .limit(1)
+                .limit(ONE_ROW)
             ).first()
             if held:
                 targets[at_address["id"]] = at_address

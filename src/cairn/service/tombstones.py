@@ -34,6 +34,7 @@ from cairn.service.mutate import apply
 from cairn.service.records import fetch, paged
 from cairn.service.rows import tenant_row
 from cairn.service.tx import read_tx, write_tx
+from cairn.store.dialect import ONE_ROW
 from cairn.store.engine import Store
 from cairn.store.schema import lesson_versions, tombstones
 
@@ -64,7 +65,7 @@ _LIVE_MATCH = (
         ),
     )
     .order_by(tombstones.c.id)
-    .limit(1)
+    .limit(ONE_ROW)
 )
 # Whether any live tombstone matches, as a column a write reads with its other look-ups
 # (``service/write_reads.py``): the id of ``_LIVE_MATCH``'s row, NULL when there is none.
@@ -127,7 +128,7 @@ def forgotten_identity(conn: Connection, principal: Principal, lesson_id: int, c
             lesson_versions.c.lesson_id == lesson_id,
             lesson_versions.c.content_hash == chash,
         )
-        .limit(1)
+        .limit(ONE_ROW)
     ).scalar()
     return content_identity(value) if value is not None else None
 

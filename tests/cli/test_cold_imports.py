@@ -80,6 +80,22 @@ def test_commands_that_never_rank_do_not_load_numpy_or_the_model(home: Path, arg
     assert "cairn.service.consolidation" not in modules
     # pydantic came with typer's coercion of each argument; plain strings and numbers skip it (cli/coerce.py)
     assert not (modules & (NEVER | {"numpy", "pydantic"}))
+    # nor the remote client (no --url, no CAIRN_URL), nor a git config parser (no checkout here)
+    assert not (modules & {"cairn.runtime.remote", "cairn.service.catalog", "configparser"})
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["search", "retry"], ["recall", "--text", "TimeoutError: retry budget exhausted", "--repo", "acme/api"]],
+    ids=["search-hybrid", "recall"],
+)
+def test_meaning_search_loads_the_model_and_not_the_write_rules(home: Path, argv: list[str]) -> None:
+    """A hybrid search embeds its query (and a slice of the queue) in a cold process: the model
+    loads, but not the paraphrase check of writes, nor another service, nor pydantic."""
+    modules = loaded(home, argv)
+    assert "cairn.search.embed" in modules
+    unused = {"cairn.service.paraphrase", "cairn.core.similarity", "cairn.service.consolidation", "pydantic"}
+    assert not (modules & (unused | {"alembic", "sqlalchemy.orm", "cairn.runtime.remote"}))
 
 
 # The modules of the command tree (cli/app.py's COMMANDS): a command imports only the one declaring it.

@@ -206,6 +206,10 @@ def svc() -> tuple[Cairn, Principal]:
 
 
 def _remote_url() -> str | None:
+    import os
+
+    if not (S.g.url or "").strip() and not os.environ.get("CAIRN_URL", "").strip():
+        return None  # the local path never loads the remote client (its operation catalog), as runtime/client.py
     from cairn.runtime.remote import configured_url
 
     url = configured_url(S.g.url)

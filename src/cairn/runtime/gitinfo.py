@@ -15,7 +15,6 @@ hooks stay quiet).
 
 from __future__ import annotations
 
-import configparser
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +102,8 @@ def repo_from_url(url: str) -> str | None:
 
 def _remotes(common: Path) -> dict[str, str] | None:
     """Remote name -> URL, in config order; None when the config cannot be read."""
+    import configparser  # only a command that reads the checkout's remote needs it (not finding the root)
+
     parser = configparser.RawConfigParser(strict=False)
     try:
         parser.read(common / "config", encoding="utf-8")

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.principal import Principal
 from cairn.core.timeparse import utcnow
-from cairn.service import indexing, paraphrase
+from cairn.service import indexing
 from cairn.service.records import active_clause, status
 from cairn.service.tx import read_tx, write_tx
 from cairn.store import search_index as ix
@@ -256,6 +256,9 @@ class Embeddings:
         count = write_tx(self.store, principal, rebuild)
         embedded = self.drain_embeddings(principal, progress)
         # The tombstones' vectors too (service/paraphrase.py): same model as every write compares with.
+        # Imported here: a search or recall that drains a slice never needs the paraphrase rules.
+        from cairn.service import paraphrase
+
         tombs = write_tx(
             self.store, principal, lambda conn, acting: paraphrase.reembed(conn, acting.tenant_id, utcnow())
         )

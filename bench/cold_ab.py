@@ -31,7 +31,10 @@ OPS = {
     "list": (["list", "--limit", "20"], False),
     "search --mode fts": (["search", "retries", "--mode", "fts"], False),
     "search": (["search", "retries"], False),
-    "recall": (["recall", "--text", "TimeoutError: upstream timed out after retries", "--repo", "acme/api"], False),
+    "recall": (
+        ["--json", "recall", "--text", "TimeoutError: upstream timed out after retries", "--repo", "acme/api"],
+        False,
+    ),
 }
 DEFAULT_OPS = "hook session-start,context"
 

@@ -41,8 +41,6 @@ from cairn.service.mutate import apply
 from cairn.service.records import active_clause, fetch, fetch_id, paged, public, status
 from cairn.service.tombstones import check_tombstones
 from cairn.service.tx import read_tx, write_tx
-from cairn.service.webhooks import outside as webhook_outside
-from cairn.service.webhooks import provenance as webhook_provenance
 from cairn.service.write_input import WriteInput, claims_json, make_write, merged_claims, normalize_tags
 from cairn.store import predicates
 from cairn.store.dialect import ONE_ROW
@@ -269,7 +267,7 @@ class Lessons:
         added = self._sight(conn, principal, before, now)
         # Text from outside the repository is promoted by a person only, never by being seen again.
         outside = inp.outside or (
-            before["origin"] == "webhook" and webhook_outside(conn, principal.tenant_id, before["id"])
+            before["origin"] == "webhook" and _webhooks().outside(conn, principal.tenant_id, before["id"])
         )
         if promoted_by is None and before["trust"] == "candidate" and not outside:
             sessions = self._session_count(conn, principal, before["id"])
@@ -396,7 +394,7 @@ class Lessons:
                     raise CairnError("NOT_FOUND", message, data)
                 lesson = public(row, now)
                 if row["origin"] == "webhook":  # who wrote the comment, on which PR, file and line
-                    lesson["provenance"] = webhook_provenance(conn, principal.tenant_id, row["id"])
+                    lesson["provenance"] = _webhooks().provenance(conn, principal.tenant_id, row["id"])
                 return {"lesson": lesson}
             versions = self._versions(conn, principal, row["id"])
             chosen = None
@@ -580,3 +578,11 @@ def _version_public(v: dict[str, Any], row: dict[str, Any], now: datetime) -> di
         recorded_at=format_time(v["recorded_at"]),
     )
     return out
+
+
+def _webhooks() -> Any:
+    """The webhook service's module, for a lesson a webhook wrote only: it parses GitHub's payloads
+    (a dozen compiled patterns), which no other write or read needs."""
+    from cairn.service import webhooks
+
+    return webhooks

@@ -83,6 +83,7 @@ def test_commands_that_never_rank_do_not_load_numpy_or_the_model(home: Path, arg
     # nor the remote client (no --url, no CAIRN_URL), nor a git config parser (no checkout here)
     assert not (modules & {"cairn.runtime.remote", "cairn.service.catalog", "configparser"})
     assert "cairn.webhooks.github" not in modules  # no lesson here came from a webhook
+    assert "cairn.core.similarity" not in modules  # nothing forgotten: no paraphrase to compare with
 
 
 @pytest.mark.parametrize(

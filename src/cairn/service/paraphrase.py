@@ -37,7 +37,6 @@ from sqlalchemy.engine import Connection
 
 from cairn.core.lesson import HELD_CODE
 from cairn.core.principal import Principal
-from cairn.core.similarity import PARAPHRASE_COSINE, is_tombstone_paraphrase
 from cairn.errors import CairnError
 from cairn.service import epoch, indexing
 from cairn.store.dialect import ONE_ROW
@@ -304,6 +303,10 @@ def hold_for(conn: Connection, principal: Principal, text: str, *, stamp: tuple[
         return None
     import numpy as np
 
+    # Here, not at the top: the wording rules compile their patterns on import, and a tenant with
+    # no tombstone vectors (most writes) never compares.
+    from cairn.core.similarity import PARAPHRASE_COSINE, is_tombstone_paraphrase
+
     ids, matrix = found
     vector = _vector_of(text)
     if vector.shape[0] != matrix.shape[1]:
@@ -341,6 +344,8 @@ def near_any(conn: Connection, principal: Principal, texts: list[str]) -> list[b
     found = _matrix(conn, principal.tenant_id, indexing.configured_model())
     if found is None or not texts:
         return [False] * len(texts)
+    from cairn.core.similarity import PARAPHRASE_COSINE
+
     _, matrix = found
     vectors = embed_alone(texts)
     if vectors.shape[1] != matrix.shape[1]:

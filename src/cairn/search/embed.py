@@ -359,7 +359,7 @@ def _load_tokenizer() -> tokenizers.Tokenizer:
 
 
 #: Bumped whenever ``int8_graph`` would write a different graph: it names the cached file.
-GRAPH_VERSION = 2
+GRAPH_VERSION = 3
 
 
 def _integer_graph(model_path: str) -> str | bytes:

@@ -8,8 +8,8 @@ dequantization into a float32 constant when it loads the file, so the model runs
 * every row of the activation (one token's hidden vector) gets its own scale, ``max|x| / 127``, and is
   rounded to ``x / scale + 128`` as uint8 (zero point 128, so onnxruntime's u8×s8 kernels apply), once
   per tensor: the query, key and value projections share their input's quantization;
-* ``MatMulInteger`` multiplies it by the int8 weights exactly, in int32;
-* the result is scaled back by the row's scale and the column's weight scale.
+* ``MatMulIntegerToFloat`` (onnxruntime's) multiplies it by the int8 weights exactly, in int32, and
+  scales the result by the column's weight scale as it writes it; a ``Mul`` applies the row's scale.
 
 Two more rewrites remove work onnxruntime does not: the export's GELU (``Div``, ``Erf``, ``Add``, two
 ``Mul``) becomes onnxruntime's ``Gelu`` (``com.microsoft``), and the NaN guard after each attention
@@ -213,10 +213,12 @@ _EPS = _PREFIX + "eps"
 _QMAX = _PREFIX + "127"
 _ZERO_POINT = _PREFIX + "zp128"
 _FLAT = _PREFIX + "flat"
+_ONE = _PREFIX + "1f"
 _CONSTANTS = [
     # A row of zeros (a padded position's hidden state is not zero, but keep the division defined).
     _scalar(_EPS, _FLOAT, struct.pack("<f", 1e-12)),
     _scalar(_QMAX, _FLOAT, struct.pack("<f", 127.0)),
+    _scalar(_ONE, _FLOAT, struct.pack("<f", 1.0)),
     _scalar(_ZERO_POINT, _UINT8, bytes([128])),
     _scalar(_FLAT, _INT64, struct.pack("<q", -1), dims=(1,)),  # Reshape to one dimension
 ]
@@ -251,13 +253,22 @@ def _quantize_rows(x: str, n: int) -> tuple[list[_Node], str, str]:
 
 
 def _integer_matmul(x_q: str, scale: str, weight_q: str, weight_scale: str, y: str, n: int) -> list[_Node]:
-    """``y = x @ (weight_q * weight_scale)`` from the rows of x quantized by :func:`_quantize_rows`."""
+    """``y = x @ (weight_q * weight_scale)`` from the rows of x quantized by :func:`_quantize_rows`.
+
+    onnxruntime's ``MatMulIntegerToFloat`` multiplies in int32 and applies the columns' weight scales as it
+    writes the float result (its input scale is one number, so the rows' scales follow in a ``Mul``): one
+    pass over the result instead of a ``Cast`` and two ``Mul``s."""
     p = f"{_PREFIX}{n}/"
     return [
-        _node("MatMulInteger", [x_q, weight_q, _ZERO_POINT], p + "acc"),
-        _node("Cast", [p + "acc"], p + "acc_f", _attr_int("to", _FLOAT)),
-        _node("Mul", [p + "acc_f", scale], p + "row_scaled"),
-        _node("Mul", [p + "row_scaled", weight_scale], y),
+        _node("Reshape", [weight_scale, _FLAT], p + "weight_scale"),  # one per column; folded at load
+        _Node(
+            "MatMulIntegerToFloat",
+            [x_q, weight_q, _ONE, p + "weight_scale", _ZERO_POINT],
+            [p + "col_scaled"],
+            name=p + "col_scaled",
+            domain=_MS_DOMAIN,
+        ),
+        _node("Mul", [p + "col_scaled", scale], y),
     ]
 
 

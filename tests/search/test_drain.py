@@ -254,7 +254,8 @@ class SlowEmbedder(E.HashEmbedder):
 
 def test_a_second_drain_of_the_process_follows_the_first(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:
     """While one drain runs (the daemon's background round), a search's slice does not start another,
-    and an import's drain follows it to the end instead of embedding the same batches again."""
+    and an import's drain follows it to the end instead of embedding the same batches again, also from
+    another service object on the same store (a command forwarded with another repository's settings)."""
     monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 2)
     monkeypatch.setattr(embedding_service, "FOLLOW_EVERY", 0.05)
     model = SlowEmbedder()
@@ -265,11 +266,12 @@ def test_a_second_drain_of_the_process_follows_the_first(svc: Cairn, monkeypatch
     background.start()
     try:
         assert model.running.wait(30)
-        assert svc.drain_embeddings(ME, limit=embedding_service.SEARCH_SLICE, wait=False) == 0
+        other = svc.with_settings(svc.settings)
+        assert other.drain_slice(ME) == 0
         seen: list[tuple[int, int]] = []
         follower: list[int] = []
         importer = threading.Thread(
-            target=lambda: follower.append(svc.drain_embeddings(ME, progress=lambda d, t: seen.append((d, t))))
+            target=lambda: follower.append(other.drain_embeddings(ME, progress=lambda d, t: seen.append((d, t))))
         )
         importer.start()
         time.sleep(0.2)

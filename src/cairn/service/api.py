@@ -340,6 +340,7 @@ class Cairn:
     search = _Op("search", "search")
     recall = _Op("search", "recall")
     drain_embeddings = _Op("embeddings", "drain_embeddings")
+    drain_slice = _Op("embeddings", "drain_slice")
     pending_embeddings = _Op("embeddings", "pending_embeddings")
     drain_alongside = _Op("embeddings", "drain_alongside")
     reindex = _Op("embeddings", "reindex")

@@ -18,10 +18,11 @@ behind that cursor (edited while embedded) is picked up by one more pass from th
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
@@ -43,6 +44,8 @@ SEARCH_SLICE = 32
 FOLLOW_EVERY = 0.5  # seconds between looks at the queue while another drain of this process runs
 
 Progress = Callable[[int, int], None]
+_LOCKS: weakref.WeakKeyDictionary[Store, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
 
 
 @dataclass(eq=False, repr=False)
@@ -50,9 +53,17 @@ class Embeddings:
     """The tenant's embedding queue and index rebuilds."""
 
     store: Store
-    # One drain at a time per service (the daemon's background round, a forwarded import, a search's
-    # slice): two would read and embed the same batches, spending the model twice.
-    _running: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    @property
+    def _running(self) -> threading.Lock:
+        """One drain at a time per store in this process (the daemon's background round, a forwarded
+        import, a search's slice, whichever service object runs it): two would read and embed the same
+        batches, spending the model twice."""
+        with _LOCKS_GUARD:
+            lock = _LOCKS.get(self.store)
+            if lock is None:
+                lock = _LOCKS[self.store] = threading.Lock()
+            return lock
 
     def drain_embeddings(
         self,

@@ -66,3 +66,19 @@ def test_cached_beside_the_model(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["model.onnx", Path(first).name])  # no temp left
     mtime = Path(first).stat().st_mtime_ns
     assert E._integer_graph(str(model)) == first and Path(first).stat().st_mtime_ns == mtime  # read, not rewritten
+
+
+def test_earlier_versions_cache_removed_newer_kept(tmp_path: Path) -> None:
+    model = tmp_path / "model.onnx"
+    shutil.copyfile(E._model_file(), model)
+    tag = E.MODEL_SHA256[:12]
+    older = tmp_path / f"model.cairn-tokq{E.GRAPH_VERSION - 1}-{tag}.onnx"
+    newer = tmp_path / f"model.cairn-tokq{E.GRAPH_VERSION + 1}-{tag}.onnx"
+    other = tmp_path / "model.cairn-tokq1-000000000000.onnx"  # another source's cache: not ours to judge
+    for p in (older, newer, other):
+        p.write_bytes(b"stale")
+    current = E._integer_graph(str(model))
+    assert isinstance(current, str)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["model.onnx", Path(current).name, newer.name, other.name]
+    )

@@ -368,6 +368,7 @@ def _integer_graph(model_path: str) -> str | bytes:
 
     The cached file is named for the source's hash and :data:`GRAPH_VERSION`, and written under a temporary
     name then renamed, so a reader never sees a half-written file and a new version never reads an old one.
+    Caches of earlier versions (a model-sized file each) are removed once the new one is written.
     """
     from pathlib import Path
 
@@ -385,6 +386,10 @@ def _integer_graph(model_path: str) -> str | bytes:
     except OSError:  # a read-only install: keep the graph in memory
         tmp.unlink(missing_ok=True)
         return graph
+    for old in source.parent.glob(f"{source.stem}.cairn-tokq*-{MODEL_SHA256[:12]}.onnx"):
+        version = old.name[len(f"{source.stem}.cairn-tokq") :].split("-", 1)[0]
+        if version.isdigit() and int(version) < GRAPH_VERSION:  # never a newer install's cache
+            old.unlink(missing_ok=True)
     return str(cached)
 
 

@@ -290,3 +290,46 @@ def test_a_socket_another_user_listens_on_where_the_daemon_would_gets_nothing(
     finally:
         if listener.poll() is None:
             listener.kill()
+
+
+def test_ctrl_c_stops_a_forwarded_command_where_it_is_as_it_would_in_process(cairn_home: Path) -> None:
+    """Ctrl-C on a forwarded `cairn import` stopped only the client: the daemon imported every line
+    while the terminal had its prompt back. Now the caller's hang-up interrupts the command in the
+    daemon, which prints what an interrupted import prints and exits 130; the daemon serves on."""
+    import sqlite3
+
+    lines = 30_000
+    source = cairn_home / "many.jsonl"
+    source.write_text(
+        "".join(json.dumps({"scope": "global", "key": f"k{i}", "value": f"lesson {i} of an import"}) + "\n"
+                for i in range(lines))
+    )  # fmt: skip
+    daemon = start_daemon(cairn_home)
+
+    def count() -> int:
+        with contextlib.closing(sqlite3.connect(f"file:{cairn_home / 'cairn.db'}?mode=ro", uri=True)) as db:
+            return int(db.execute("SELECT count(*) FROM lessons").fetchone()[0])
+
+    try:
+        proc = subprocess.Popen(
+            [_python(), "-m", "cairn.cli.main", "import", str(source)], cwd=cairn_home, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "CAIRN_HOME": str(cairn_home), **FORWARD},
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while count() == 0:  # the daemon is writing the import's batches
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        stopped = count()
+        time.sleep(1)
+        assert count() == stopped < lines  # the daemon stopped it too: no line was written after
+        assert "still queued for embedding" in err or "interrupted" in err, err
+        assert "Traceback" not in err
+        after = run_cli_process(cairn_home, "audit", "verify", env=FORWARD)
+        assert after.returncode == 0 and f"state agrees: {stopped} lesson(s)" in after.stdout, after.stdout
+    finally:
+        _, summary, log = stop_daemon(daemon)
+    assert "on the socket" in summary, log

@@ -9,6 +9,12 @@ relative paths, ``CAIRN_TOKEN``/``CAIRN_SESSION``/``CAIRN_ACTOR`` and the output
 what the daemon adds is only its warm imports and its open store (``cairn.runtime.local.open_service``
 hands forwarded commands the daemon's service, see ``serve_warm``).
 
+Stopping the caller stops the command, as it would stop it in the caller's own process: a caller
+interrupted (Ctrl-C) or gone closes its end of the socket, and the command's thread gets the same
+``KeyboardInterrupt`` (raised in it asynchronously, only while the command runs), so an import stops
+where it is, its current transaction rolled back and what is left queued, and prints what it prints
+when interrupted.
+
 Environment, working directory and umask belong to the whole process, so forwarded commands run
 one at a time; a command that finds another running is told "busy" at once and runs in its own
 process instead (a long import never makes a quick ``cairn read`` wait). The daemon's own threads
@@ -19,7 +25,10 @@ captured when the daemon started, never to a caller's stderr.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import select
+import socket
 import sys
 import threading
 from typing import Any
@@ -39,6 +48,8 @@ class CliHost:
         # What this daemon serves, by the environment that names it (see protocol.IDENTITY_ENV).
         self.identity = {k: os.environ.get(k, "").strip() for k in protocol.IDENTITY_ENV}
         self.running = 0
+        self._armed: int | None = None  # the thread running a command, while it may be interrupted
+        self._arm_lock = threading.Lock()
 
     def acceptable(self, params: dict[str, Any]) -> str | None:
         """Why this daemon must not run the command (None: it may)."""
@@ -62,23 +73,62 @@ class CliHost:
             return "other"
         return None
 
-    def run(self, params: dict[str, Any], fds: list[int], started: Any) -> int | None:
+    def run(
+        self, params: dict[str, Any], fds: list[int], started: Any, caller: socket.socket | None = None
+    ) -> int | None:
         """Run the command on the caller's descriptors; None when busy (the caller runs it itself).
 
         ``started()`` is called once the command is certain to run here, before it does anything.
+        ``caller`` is the caller's connection: when it closes, the command is interrupted.
         """
         if not self.lock.acquire(timeout=BUSY_WAIT):
             return None
         try:
             started()
+            done = threading.Event()
+            if caller is not None:
+                watch = threading.Thread(target=self._watch, args=(caller, done), daemon=True)
+                watch.start()
             try:
                 return self._run(params, fds)
             except Exception as exc:  # noqa: BLE001 - the daemon outlives a command it could not set up
                 with contextlib.suppress(OSError):
                     os.write(fds[-1], f"cairn: INTERNAL: unexpected {type(exc).__name__} in the daemon\n".encode())
                 return 2
+            finally:
+                done.set()
         finally:
             self.lock.release()
+
+    def _watch(self, caller: socket.socket, done: threading.Event) -> None:
+        """Interrupt the command when its caller closes the connection (Ctrl-C, or the caller died)."""
+        while not done.is_set():
+            try:
+                readable, _, _ = select.select([caller], [], [], 0.2)
+                if not readable:
+                    continue
+                hung_up = not caller.recv(1, socket.MSG_PEEK)
+            except (OSError, ValueError):
+                hung_up = True
+            if hung_up:
+                self._interrupt()
+            return  # a caller sends nothing more; anything else is ignored
+
+    def _interrupt(self) -> None:
+        with self._arm_lock:
+            if self._armed is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._armed), ctypes.py_object(KeyboardInterrupt)
+                )
+
+    def _arm(self, armed: bool) -> None:
+        """While armed, ``_interrupt`` may raise in this thread; disarming also drops a pending raise."""
+        with self._arm_lock:
+            if armed:
+                self._armed = threading.get_ident()
+            elif self._armed is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._armed), None)
+                self._armed = None
 
     def _run(self, params: dict[str, Any], fds: list[int]) -> int:
         specs = list(params.get("streams") or [])
@@ -98,8 +148,17 @@ class CliHost:
             sys.stdin = _open(fds[0], "r", specs[0]) if fds[0] >= 0 else None  # type: ignore[assignment]
             sys.stdout = _open(fds[1], "w", specs[1])
             sys.stderr = _open(fds[2], "w", specs[2])
+            self._arm(True)
             code = _main(params["argv"])
+        except KeyboardInterrupt:  # the caller went away between the command's end and the disarm
+            code = 130
         finally:
+            while True:  # an interrupt that lands here is dropped; nothing below may be cut short
+                try:
+                    self._arm(False)
+                    break
+                except KeyboardInterrupt:
+                    continue
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()

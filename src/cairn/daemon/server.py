@@ -137,7 +137,7 @@ class Daemon:
             self.counts[channel] += 1
             self.last_active = time.monotonic()
 
-    def forward(self, raw: bytes, fds: list[int], send: Any) -> None:
+    def forward(self, raw: bytes, fds: list[int], send: Any, caller: socket.socket | None = None) -> None:
         """A whole command line (``protocol.FORWARD_OP``): "started", then its exit code; or why not."""
         try:
             message = protocol.decode(raw)
@@ -164,7 +164,7 @@ class Daemon:
         if why is not None:
             send(hosted_refusal(why))
             return
-        code = self.cli.run(params, fds, lambda: send({"ok": True, "started": True}))
+        code = self.cli.run(params, fds, lambda: send({"ok": True, "started": True}), caller)
         self.count("socket")
         if code is None:
             send({"ok": False, "busy": True})
@@ -410,7 +410,7 @@ class Daemon:
                             with contextlib.suppress(OSError):
                                 sock.sendall(protocol.encode(answer))
 
-                        daemon.forward(raw, fds, send)
+                        daemon.forward(raw, fds, send, sock)
                         return
                     elif raw:
                         answer = daemon.handle(raw)

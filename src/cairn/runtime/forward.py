@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONNECT_TIMEOUT = 0.5
+STOP_WAIT = 10.0  # seconds an interrupted caller waits for the daemon to stop its command
 # The same keys as cairn.runtime.settings' Spec entries ("serve", "auto_start") and ("serve", "idle_minutes"),
 # read here without importing the settings module (tests/daemon/test_forward.py checks they agree).
 AUTO_START_ENV = "CAIRN_SERVE_AUTO_START"
@@ -137,6 +138,8 @@ def run(argv: list[str], home: str, db: str | None) -> int:
             last = reader.readline()
         except OSError:
             last = b""
+        except KeyboardInterrupt:
+            last = _interrupted(sock, reader)
         done = _answer(last)
         if done is None or not isinstance(done.get("exit"), int):
             sys.stderr.write("cairn: INTERNAL: the Cairn daemon stopped while running this command\n")
@@ -144,6 +147,18 @@ def run(argv: list[str], home: str, db: str | None) -> int:
         return int(done["exit"])
     finally:
         sock.close()
+
+
+def _interrupted(sock: socket.socket, reader: Any) -> bytes:
+    """Ctrl-C while the daemon runs the command: close this end, which interrupts the command there
+    (it prints what an interrupted command prints, on this terminal), and wait for its exit code. A
+    second Ctrl-C, or a command that does not stop within ``STOP_WAIT``, leaves it at exit 130."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(STOP_WAIT)
+        return reader.readline() or b'{"exit": 130}'
+    except (OSError, KeyboardInterrupt):
+        return b'{"exit": 130}'
 
 
 def _version() -> str:

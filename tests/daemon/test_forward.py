@@ -333,3 +333,24 @@ def test_ctrl_c_stops_a_forwarded_command_where_it_is_as_it_would_in_process(cai
     finally:
         _, summary, log = stop_daemon(daemon)
     assert "on the socket" in summary, log
+
+
+def test_a_relative_home_gets_its_daemon(cairn_home: Path) -> None:
+    """`cairn --home h …` (or CAIRN_HOME=h) from the home's parent: the daemon it starts serves that
+    home; it served h/h (a new empty store inside it) and no command ever reached it."""
+    env = {**os.environ, **FORWARD, "CAIRN_SERVE_AUTO_START": "1", "CAIRN_HOME": cairn_home.name}
+    try:
+        first = subprocess.run(
+            [_python(), "-m", "cairn.cli.main", "write", "global", "rel", "A lesson in a relative home."],
+            cwd=cairn_home.parent, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        deadline = time.monotonic() + 90
+        while ask_daemon(cairn_home, PING) is None:
+            assert time.monotonic() < deadline, (cairn_home / forward.LOG_NAME).read_text()
+            time.sleep(0.2)
+        assert not (cairn_home / cairn_home.name).exists()
+        read = run_cli_process(cairn_home, "read", "global", "rel", env=FORWARD)
+        assert read.returncode == 0 and "A lesson in a relative home." in read.stdout
+    finally:
+        _kill(cairn_home)

@@ -200,6 +200,8 @@ def start(home: str, db: str | None) -> bool:
     per ``SPAWN_BACKOFF``. Returns whether one was started. Never raises: it is only an accelerator."""
     if not enabled() or not os.path.isdir(home) or not auto_start_allowed(home):
         return False
+    # The daemon runs in the home, so a relative home (``--home h``, ``CAIRN_HOME=h``) would name h/h there.
+    home = os.path.abspath(home)
     mark = os.path.join(home, SPAWN_MARK)
     import time
 

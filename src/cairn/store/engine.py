@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 BUSY_TIMEOUT_MS = 30_000
 MAX_LOCK_RETRIES = 8
 WAL_CHECKPOINT_PAGES = 4000
+STATEMENT_CACHE = 1024
 PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 # Lock 0 of the namespace is the schema's (migrations); tenants hash into the rest.
 _SCHEMA_LOCK = f"SELECT pg_advisory_xact_lock({ADVISORY_NAMESPACE}, 0)"
@@ -120,7 +121,16 @@ class Store:
                 # one checkpoints the WAL; per transaction that tripled the cost of a write.
                 pool_size=4,
                 max_overflow=4,
-                connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+                # The driver's statement cache keeps the most *used* statements and, once full,
+                # evicts the newest one first: a process whose connection had seen more distinct
+                # statements than it holds (a migration, a day of varied reads) re-parsed every
+                # statement of every later write. Room for every statement Cairn issues keeps the
+                # hot ones prepared (a prepared statement is a few KB).
+                connect_args={
+                    "timeout": BUSY_TIMEOUT_MS / 1000,
+                    "check_same_thread": False,
+                    "cached_statements": STATEMENT_CACHE,
+                },
             )
 
             @event.listens_for(engine, "connect")
@@ -302,6 +312,9 @@ class Store:
                         if conn.exec_driver_sql(f'SELECT 1 FROM "{table}" LIMIT 1').first() is None:  # noqa: S608
                             conn.exec_driver_sql(f'DROP TABLE "{table}"')
                     rls.secure(conn, ix.vec_tables(conn), ADVISORY_NAMESPACE, ix.HNSW_MAX_DIM)
+        if before != after:
+            # The migrating connection's statement cache is full of one-off DDL: start afresh.
+            self.engine.dispose()
         self._checked = True
         return before, after
 

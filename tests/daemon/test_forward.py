@@ -354,3 +354,47 @@ def test_a_relative_home_gets_its_daemon(cairn_home: Path) -> None:
         assert read.returncode == 0 and "A lesson in a relative home." in read.stdout
     finally:
         _kill(cairn_home)
+
+
+def test_the_callers_setting_variables_shape_the_daemons_answer_and_no_other(cairn_home: Path) -> None:
+    """`CAIRN_CONTEXT_MAX_CHARS=300 cairn context` (or a hook with it in its environment): the daemon
+    answered with its own settings (7 lessons, 958 characters, where in process gave 1 in 292), and a
+    forwarded command's variables leaked into a concurrent hook's answer (0 lessons loaded)."""
+    for i in range(6):
+        text = f"Lesson number {i}, with enough words to take some room in the session's context block."
+        assert run_cli_process(cairn_home, "write", "global", f"k{i}", text, env=IN_PROCESS).returncode == 0
+    daemon = start_daemon(cairn_home)
+    small = {"CAIRN_CONTEXT_MAX_CHARS": "300"}
+
+    def block(env: dict[str, str]) -> tuple[int, str, str]:
+        data = json.loads(run_cli_process(cairn_home, "--json", "context", env=env).stdout)["data"]
+        return data["loaded"], data["text"], data["served_by"]
+
+    try:
+        here, there = block({**IN_PROCESS, **small}), block({**FORWARD, **small})
+        assert there[2] == "daemon" and there[:2] == here[:2] and len(here[1]) <= 300
+        whole = block(IN_PROCESS)[:2]
+        assert whole[0] > here[0]
+        # A forwarded command runs with its caller's environment; a hook answered meanwhile keeps its own.
+        waiting = subprocess.Popen(
+            [_python(), "-m", "cairn.cli.main", "write", "global", "held", "-"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cairn_home,
+            env={**os.environ, "CAIRN_HOME": str(cairn_home), **FORWARD, "CAIRN_CONTEXT_MAX_CHARS": "200"},
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while not _busy(cairn_home):
+                assert waiting.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+            assert block(FORWARD) == (*whole, "daemon")
+        finally:
+            waiting.communicate("A lesson written from stdin.\n", timeout=60)
+        assert waiting.returncode == 0
+    finally:
+        stop_daemon(daemon)
+
+
+def _busy(home: Path) -> bool:
+    """Whether the daemon is running a forwarded command."""
+    answer = ask_daemon(home, PING)
+    return answer is not None and answer["data"]["running_commands"] > 0

@@ -39,6 +39,17 @@ def where(params: dict[str, Any]) -> tuple[str | None, str | None, str | None, P
     return repo or None, branch or None, project or None, cwd
 
 
+def _caller_env(params: dict[str, Any]) -> dict[str, str] | None:
+    """The caller's ``CAIRN_*`` settings variables (``cairn.runtime.client`` sends them), so the daemon
+    answers with the settings the same call gets in process; None (an older client): this process's."""
+    env = params.get("env")
+    if env is None:
+        return None
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise CairnError("INVALID_INPUT", "env maps variable names to strings")
+    return env
+
+
 def run(svc: Cairn, principal: Principal, home: Path, op: str, params: dict[str, Any]) -> dict[str, Any]:
     if op == "ping":
         import os
@@ -48,7 +59,7 @@ def run(svc: Cairn, principal: Principal, home: Path, op: str, params: dict[str,
         from cairn.runtime import settings as settings_mod
 
         repo, branch, project, cwd = where(params)
-        cfg = settings_mod.load(home, cwd)
+        cfg = settings_mod.load(home, cwd, _caller_env(params))
         return svc.context(
             principal,
             repo=repo,

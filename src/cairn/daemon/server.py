@@ -129,6 +129,7 @@ class Daemon:
             "uptime_seconds": round(time.time() - self.started, 1),
             "idle_exit_minutes": self.idle / 60 if self.idle else None,
             "started_on_demand": self.auto,
+            "running_commands": self.cli.running,  # forwarded commands now running (one at most)
             "requests": self.requests,
         }
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONNECT_TIMEOUT = 0.5
+_NOT_SETTINGS = ("CAIRN_TOKEN",)  # never sent: a token names its caller, and the daemon serves only its owner
 # The first context after the daemon starts loads the ranking index, which grows with the store.
 ANSWER_TIMEOUT = float(os.environ.get("CAIRN_DAEMON_TIMEOUT") or 60)
 
@@ -100,6 +101,11 @@ def call(
         return data
     home_path = home_dir(home)
     db = database_choice(db)
+    # The caller's settings overrides travel with the call: the daemon's own environment is not the caller's.
+    params = {
+        **params,
+        "env": {k: v for k, v in os.environ.items() if k.startswith("CAIRN_") and k not in _NOT_SETTINGS},
+    }
     # A token names its own account and tenant: the local daemon serves its owner's local
     # principal only, so a token's request is resolved and served here (remote tokens go to the
     # HTTP server).

@@ -14,7 +14,7 @@ settings once and hand them to the service; the service never reads files.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -293,7 +293,11 @@ def repo_config(cwd: Path | None) -> Path | None:
     return None
 
 
-def load(home: Path, cwd: Path | None = None) -> Settings:
+def load(home: Path, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings for ``home`` and the checkout at ``cwd``, overridden by ``environ`` (this process's
+    environment unless given: the daemon passes the caller's, so that a hook's ``CAIRN_*`` settings
+    apply to its own answer and to no other request the daemon serves meanwhile)."""
+    environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     layers = [home / "config.toml", repo_config(cwd)]
@@ -309,8 +313,8 @@ def load(home: Path, cwd: Path | None = None) -> Settings:
             sources[spec.name] = str(path)
     for spec in SPECS:
         for env in (spec.env, _LEGACY_ENV.get(spec.name)):
-            if env and os.environ.get(env):
-                values[spec.name] = _coerce(spec, os.environ[env], f"${env}")
+            if env and environ.get(env):
+                values[spec.name] = _coerce(spec, environ[env], f"${env}")
                 sources[spec.name] = f"${env}"
                 break
     settings = Settings(**values, sources=sources)

@@ -42,6 +42,9 @@ DRAIN_BATCH = 256
 # a second of model time); a bigger queue is the background drain's, and the answer says it waits.
 SEARCH_SLICE = 32
 FOLLOW_EVERY = 0.5  # seconds between looks at the queue while another drain of this process runs
+#: How long an interrupted import waits for its drain thread to finish the batch in hand. A process that
+#: exits while that thread is inside the model aborts in onnxruntime's native code instead of exiting.
+STOP_WAIT = 60.0
 
 Progress = Callable[[int, int], None]
 _LOCKS: weakref.WeakKeyDictionary[Store, threading.Lock] = weakref.WeakKeyDictionary()
@@ -116,7 +119,9 @@ class Embeddings:
 
         The write is one Python thread, so it leaves a core idle that the model's runs (which release the
         GIL) can use; the store is searchable by meaning sooner than writing first and embedding after.
-        An exception in the block (Ctrl-C) ends the drain after the batch it is writing.
+        An exception in the block (Ctrl-C) ends the drain after the batch it is writing, and waits (at most
+        :data:`STOP_WAIT`) for that batch before passing the exception on: the thread must not be inside the
+        model when the process exits.
         """
         filling, stop = threading.Event(), threading.Event()
         out: dict[str, int] = {}
@@ -137,6 +142,7 @@ class Embeddings:
         except BaseException:
             stop.set()
             filling.set()
+            worker.join(STOP_WAIT)
             raise
         if failed:
             raise failed[0]

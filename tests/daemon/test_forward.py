@@ -315,6 +315,9 @@ def test_ctrl_c_stops_a_forwarded_command_where_it_is_as_it_would_in_process(cai
             [_python(), "-m", "cairn.cli.main", "import", str(source)], cwd=cairn_home, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "CAIRN_HOME": str(cairn_home), **FORWARD},
+            # A suite started in the background of a non-interactive shell inherits SIGINT ignored, and
+            # Python keeps an ignored SIGINT ignored: the client would never see this Ctrl-C.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         deadline = time.monotonic() + 120
         while count() == 0:  # the daemon is writing the import's batches

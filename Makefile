@@ -47,8 +47,8 @@ lint: setup
 	$(BIN)/ruff format --check src
 
 ## make bench: every speed target in one table (Cairn beside its target and LoreKit's CLI), from the
-## benches that own each figure; writes bench/out/summary.json and a PNG. ~20-30 min on 2 shared cores
-## with the stores cached; BENCH_ARGS=--quick for ~5-10 min on small stores (bench/README.md).
+## benches that own each figure; writes bench/out/summary.json and a PNG. Minutes once its stores are
+## cached; BENCH_ARGS=--quick uses small stores (bench/README.md).
 bench: setup
 	$(BIN)/python bench/summary_bench.py $(BENCH_ARGS)
 

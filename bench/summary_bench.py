@@ -1,7 +1,7 @@
 """Every speed target in one table, each figure beside its target and LoreKit's: ``make bench``.
 
-    .venv/bin/python bench/summary_bench.py            # ~20-30 minutes on 2 shared cores (stores cached)
-    .venv/bin/python bench/summary_bench.py --quick    # ~5-10 minutes: small stores, projections marked
+    .venv/bin/python bench/summary_bench.py            # minutes with its stores cached; building them is the long part
+    .venv/bin/python bench/summary_bench.py --quick    # small stores, projections marked
 
 Each row comes from the bench that owns the measurement, called as a function (nothing is re-timed
 here): ``daemon_bench.measure`` (every command end to end with and without the daemon, LoreKit's CLI
@@ -14,7 +14,7 @@ and the first context block after a write through a warm ``cairn serve``, its RS
 Sizes (full / quick): context stores of 60,000 / 6,000 lessons (``bench/context_gen.py``, cached);
 LoreKit side by side on a 6,000-lesson store in both; hybrid search at 100,000 / 10,000 synthetic
 lessons (cached); ``--big SIZE`` adds the context-after-change row at a larger cached store (the
-1,000,000 target; building one takes hours here). An import of 5,000 / 2,000 lessons until
+1,000,000 target; building that store is the long part, bench/README.md). An import of 5,000 / 2,000 lessons until
 searchable, projected linearly to 60,000 (marked "projected"). A figure measured at a smaller size
 than its target's is marked with the size it was measured at.
 
@@ -219,7 +219,7 @@ def plot(result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small stores (~5-10 minutes); projections are marked")
+    ap.add_argument("--quick", action="store_true", help="small stores; projections are marked")
     ap.add_argument("--big", type=int, help="also the first context after a change at this cached store size")
     ap.add_argument("--skip", default="", help="comma-separated sections to leave out: " + ", ".join(
         ("writes", "daemon", "lorekit", "context", "search", "embed", "big")))  # fmt: skip

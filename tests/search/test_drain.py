@@ -258,6 +258,7 @@ def test_a_second_drain_of_the_process_follows_the_first(svc: Cairn, monkeypatch
     another service object on the same store (a command forwarded with another repository's settings)."""
     monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 2)
     monkeypatch.setattr(embedding_service, "FOLLOW_EVERY", 0.05)
+    monkeypatch.setattr(embedding_service, "SEARCH_SLICE", len(LESSONS) - 1)  # a queue longer than a slice
     model = SlowEmbedder()
     use_model(monkeypatch, model)
     load(svc, LESSONS)
@@ -285,6 +286,37 @@ def test_a_second_drain_of_the_process_follows_the_first(svc: Cairn, monkeypatch
     assert seen[-1] == (len(LESSONS), len(LESSONS))
     assert queue(svc) == []
     assert_every_vector_current(svc, set(LESSONS))
+
+
+def test_a_slice_waits_for_the_running_drain_when_the_queue_fits_in_it(
+    svc: Cairn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few lessons just written, the daemon's background round already embedding them: a recall's
+    slice waits for that round instead of answering without them (a recall through the daemon found
+    nothing where the same recall in a process found the lesson), and embeds nothing a second time."""
+    monkeypatch.setattr(embedding_service, "DRAIN_BATCH", 2)
+    model = SlowEmbedder()
+    runs: list[int] = []
+    original = model.embed
+    model.embed = lambda texts, batch_size=16: (runs.append(len(texts)), original(texts, batch_size))[1]  # type: ignore[method-assign]
+    use_model(monkeypatch, model)
+    load(svc, LESSONS)
+    assert len(LESSONS) <= embedding_service.SEARCH_SLICE
+    background = threading.Thread(target=svc.drain_embeddings, args=(ME,))
+    background.start()
+    try:
+        assert model.running.wait(30)
+        release = threading.Timer(0.3, model.go.set)
+        release.start()
+        other = svc.with_settings(svc.settings)
+        other.drain_slice(ME)
+        # The slice returned only once the round had written every vector.
+        assert queue(svc) == []
+        assert_every_vector_current(svc, set(LESSONS))
+    finally:
+        model.go.set()
+        background.join(30)
+    assert sum(runs) == len(LESSONS)  # each lesson embedded once
 
 
 def test_a_search_embeds_a_slice_and_answers_from_what_is_embedded(svc: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,9 +82,10 @@ class Embeddings:
 
         ``limit``: handle at most that many queued lessons (a search's slice). ``wait``: when another
         drain of this service is running, follow it (progress from the queue's length) until the queue
-        is empty, instead of returning 0 at once. ``filling``: the queue is still being filled (an
-        import writing alongside, ``drain_alongside``); an empty queue ends the drain only once it is
-        set. ``stop``: end after the batch being written.
+        is empty, instead of returning 0 at once; without ``wait`` a queue that fits in ``limit`` is
+        still followed (that drain is embedding exactly what this call would have). ``filling``: the
+        queue is still being filled (an import writing alongside, ``drain_alongside``); an empty queue
+        ends the drain only once it is set. ``stop``: end after the batch being written.
         """
 
         def probe(c: Connection) -> tuple[str | None, int]:
@@ -101,15 +102,20 @@ class Embeddings:
             return 0
         go = _Run(limit, filling, stop or threading.Event())
         if not self._running.acquire(blocking=False):
-            return self._follow(principal, pending, progress, go) if wait else 0
+            fits = limit is not None and pending <= limit
+            return self._follow(principal, pending, progress, go) if wait or fits else 0
         try:
             return self._drain(principal, pending, progress, go)
         finally:
             self._running.release()
 
     def drain_slice(self, principal: Principal) -> int:
-        """What a search or recall embeds before it answers: at most ``SEARCH_SLICE`` queued lessons, and
-        none while another drain of this process (the daemon's background round) is at work."""
+        """What a search or recall embeds before it answers: at most ``SEARCH_SLICE`` queued lessons.
+
+        While another drain of this process (the daemon's background round) is at work, a queue that fits
+        in the slice (the lessons just written) is waited for, not embedded twice: that drain is embedding
+        them now, and a recall right after a write must find them as it does without a daemon. A longer
+        queue (an import) is not waited for: the answer comes from what is embedded and the full text."""
         return self.drain_embeddings(principal, limit=SEARCH_SLICE, wait=False)
 
     @contextmanager
@@ -159,8 +165,9 @@ class Embeddings:
             total = max(total, left)
             if progress:
                 progress(max(total - left, 0), total)
-            if (not left and go.filled()) or go.stop.is_set():
-                return max(total - left, 0)
+            gone = max(total - left, 0)
+            if (not left and go.filled()) or go.stop.is_set() or (go.limit is not None and gone >= go.limit):
+                return gone
         try:
             left = read_tx(self.store, principal, lambda c: _pending(c, principal.tenant_id))
             gone = max(total - left, 0)

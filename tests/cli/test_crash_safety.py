@@ -189,7 +189,9 @@ def test_kill_9_during_import_leaves_all_or_nothing(cli: Cli, tmp_path: Path) ->
     print(f"kills: {interrupted}/{len(plan)}; lessons after each: {counts_after_kill}")
     assert interrupted >= 5, f"only {interrupted} of {len(plan)} kills interrupted the import"
     assert counts_after_kill == sorted(counts_after_kill)  # an import never loses what an earlier one wrote
-    assert counts_after_kill[-1] < RECORDS
+    # Each run after the first resumed a partial import; the last may finish before its kill lands (the
+    # import writes several batches while a loaded test process sleeps through one poll).
+    assert sum(0 < c < RECORDS for c in counts_after_kill) >= 4, counts_after_kill
 
     # Rerun to completion: exactly the file's lessons, once each, with the expected values.
     done = cli.ok("import", "--no-embed", str(file))

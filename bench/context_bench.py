@@ -445,12 +445,17 @@ def _measure_warm(
             out["daemon_rss_mb"] = proc_status_mb(daemon.pid)
             return out
         finally:
-            daemon.send_signal(signal.SIGTERM)
-            try:
-                daemon.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.wait()
+            stop_daemon(daemon)
+
+
+def stop_daemon(daemon: subprocess.Popen[str]) -> None:
+    """SIGTERM (the daemon's clean shutdown), then SIGKILL if it has not exited within a minute."""
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
 
 
 def after_write_loop(

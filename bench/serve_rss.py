@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from context_bench import (  # noqa: E402
     cli_env,
     cpu_seconds,
     socket_ready,
+    stop_daemon,
     wait_idle,
 )
 
@@ -111,12 +111,7 @@ def main() -> None:
         for mb, name in top_mappings(daemon.pid):
             print(f"  {mb:7.1f} MB  {name}")
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        stop_daemon(daemon)
     print("load:", os.getloadavg())
 
 
